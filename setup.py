@@ -8,12 +8,12 @@ INSTALL_REQUIRES = [
     "torch==2.14.1",
     "torchvision==0.29.1",
     "transformers==5.10.4",
-    "tokenizers",
+    "tokenizers==0.22.2",
     "tensordict==0.10.0",
     "ray[default]==2.60.0",
     "playwright==1.65.2",
     "miniwob==1.1.0",
-    "hydra-core>=1.3.2,<1.4",
+    "hydra-core==1.3.8",
     "omegaconf==2.3.0",
     "pillow>=11",
     "matplotlib>=3.9",
@@ -39,7 +39,7 @@ setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={
         "gpu": ["verl[vllm]==0.9.1", "flash-attn"],
-        "test": ["pytest==9.0.3", "pytest-asyncio", "pytest-timeout", "ruff"],
+        "test": ["pytest==9.0.3", "pytest-asyncio==1.5.0", "pytest-timeout==2.4.0", "ruff==0.17.6"],
     },
     entry_points={"verl.plugins": ["asyncweb = verl_asyncweb.plugin"]},
 )

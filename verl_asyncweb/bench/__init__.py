@@ -1,0 +1,1 @@
+"""Benchmark scripts: ``python -m verl_asyncweb.bench NAME``; each NAME is a module here with ``main(argv)``."""
