@@ -1,0 +1,117 @@
+"""compare: reading run folders, the table's numbers, the written files and the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from compare_checks import assert_comparison_matches_metrics
+from runfolder_fixtures import build_run
+
+from verl_asyncweb.compare import metric_names as M
+from verl_asyncweb.compare.cli import main
+from verl_asyncweb.compare.plots import PLOT_METRICS, plot_filename
+from verl_asyncweb.compare.runs import load_run, read_metrics, unique_names
+from verl_asyncweb.compare.table import TABLE_ROWS, build_table, format_number, render_markdown
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> list[Path]:
+    return [
+        build_run(tmp_path / "runs" / "norm_traj", seed=1, step_norm="traj", episodes=False),
+        build_run(tmp_path / "runs" / "norm_const", seed=2, step_norm="const", episodes=False, resumed=True),
+    ]
+
+
+def test_compare_cli_two_runs_writes_table_and_pngs_matching_metrics(two_runs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main([*map(str, two_runs), "--out", str(out)]) == 0
+    assert assert_comparison_matches_metrics(out, two_runs) == 2 * len(TABLE_ROWS)
+    for metric in PLOT_METRICS:
+        for axis in ("step", "wall"):
+            png = out / "plots" / axis / plot_filename(metric)
+            assert png.read_bytes()[:8] == PNG_MAGIC, f"{png} is not a PNG"
+    markdown = (out / "table.md").read_text()
+    assert "| metric | norm_traj | norm_const |" in markdown
+    printed = capsys.readouterr().out
+    assert "success rate, final" in printed and "norm_const" in printed
+
+
+def test_compare_markdown_cells_equal_formatted_metric_values(two_runs, tmp_path):
+    runs = [load_run(p) for p in two_runs]
+    markdown = render_markdown(build_table(runs))
+    final = runs[1].series(M.SUCCESS_RATE)[-1][1]
+    assert (
+        f"| success rate, final | {format_number(runs[0].series(M.SUCCESS_RATE)[-1][1])} | {format_number(final)} |"
+        in (markdown)
+    )
+
+
+def test_read_metrics_resumed_attempt_overrides_earlier_steps(tmp_path):
+    run = build_run(tmp_path / "r", seed=2, steps=5, resumed=True, episodes=False)
+    metrics, corrupt = read_metrics(sorted(run.glob("metrics*.jsonl"), reverse=True))
+    assert not corrupt
+    # Whatever order the glob returns, load_run must order attempts oldest first.
+    series = load_run(run).series(M.SUCCESS_RATE)
+    assert [s for s, _ in series] == [1, 2, 3, 4, 5]
+    assert all(v >= 0 for _, v in series), "stale -1.0 values from the first attempt leaked through"
+
+
+def test_read_metrics_skips_null_bool_and_string_values(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 1, "data": {"a": None, "b": True, "c": "x", "d": 2}}) + "\n")
+    metrics, corrupt = read_metrics([path])
+    assert metrics == {"d": [(1, 2.0)]} and not corrupt
+
+
+def test_load_run_corrupt_metrics_line_is_skipped_counted_and_warned(tmp_path):
+    run = load_run(build_run(tmp_path / "r", corrupt_metrics=True, episodes=False))
+    assert len(run.corrupt_lines) == 1 and run.corrupt_lines[0].line_no == 2
+    assert any("corrupt metrics line" in w for w in run.warnings)
+    assert 99 not in dict(run.series(M.SUCCESS_RATE))
+
+
+def test_compare_corrupt_line_and_missing_metrics_show_warning_not_crash(tmp_path, capsys):
+    good = build_run(tmp_path / "good", corrupt_metrics=True, episodes=False)
+    sparse = tmp_path / "sparse"
+    sparse.mkdir()
+    (sparse / "metrics.jsonl").write_text(json.dumps({"step": 3, "data": {M.SUCCESS_RATE: 0.5}}) + "\n")
+    out = tmp_path / "cmp"
+    assert main([str(good), str(sparse), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "WARNING: good: skipped 1 corrupt metrics line" in printed
+    assert "config.yaml is missing" in printed and "summary.json is missing" in printed
+    markdown = (out / "table.md").read_text()
+    assert "**Warnings**" in markdown and f"sparse: never logged {M.DECOUPLED_CLIP_FRAC}" in markdown
+    rows = list(csv.DictReader((out / "table.csv").open()))
+    assert rows[1][f"{M.SUCCESS_RATE}:final"] == "0.5" and rows[1][f"{M.TRAJS_PER_HOUR}:final"] == ""
+    assert_comparison_matches_metrics(out, [good, sparse])
+    assert not (out / "plots" / "wall" / plot_filename(M.SUCCESS_RATE)).read_bytes() == b""
+
+
+def test_compare_run_without_any_metrics_file_is_reported(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(empty), "--out", str(tmp_path / "cmp")]) == 0
+    assert "no metrics*.jsonl file" in capsys.readouterr().out
+
+
+def test_compare_cli_not_a_directory_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path / "nope")])
+    assert exc.value.code == 2
+    assert "run folder must be an existing directory" in capsys.readouterr().err
+
+
+def test_unique_names_disambiguates_same_folder_names(tmp_path):
+    assert unique_names([tmp_path / "a" / "run", tmp_path / "b" / "run"]) == ["a/run", "b/run"]
+
+
+def test_variant_and_recipe_read_from_config(tmp_path):
+    run = load_run(build_run(tmp_path / "r", recipe=None, step_norm="const", loss_mode="vanilla", episodes=False))
+    assert run.recipe is None
+    assert run.variant == "step_norm=const estimator=grpo loss_mode=vanilla"

@@ -1,0 +1,200 @@
+"""Read one run folder (config.yaml, metrics*.jsonl, summary.json) into a :class:`Run`, tolerating damage.
+
+Nothing here raises for a damaged or partial run: every problem becomes a line in :attr:`Run.warnings`.
+Only a path that is not a directory is a user error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verl_asyncweb.compare import metric_names as M
+from verl_asyncweb.compare.jsonl import CorruptLine, attempt_ordered, iter_objects
+
+logger = logging.getLogger(__name__)
+
+Series = list[tuple[int, float]]
+"""One metric's values, ``(training_step, value)`` sorted by step."""
+
+
+@dataclass
+class Run:
+    """Everything the comparison needs from one run folder.
+
+    Attributes:
+        path: The run folder.
+        name: Label shown in tables and legends (unique among the compared runs).
+        config: Selected config values (dotted key -> value); absent keys are not present.
+        metrics: Metric name -> :data:`Series`.
+        finished: Whether ``summary.json`` exists and parses.
+        summary: The parsed ``summary.json`` (empty if missing).
+        corrupt_lines: Metrics lines that were skipped.
+        warnings: Human-readable problems found while reading (shown in every report).
+    """
+
+    path: Path
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Series] = field(default_factory=dict)
+    finished: bool = False
+    summary: dict[str, Any] = field(default_factory=dict)
+    corrupt_lines: list[CorruptLine] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def recipe(self) -> str | None:
+        """The recipe name from the config, if recorded."""
+        value = self.config.get(M.CONFIG_RECIPE)
+        return None if value is None else str(value)
+
+    @property
+    def variant(self) -> str:
+        """Short description of the loss variant, e.g. ``step_norm=traj estimator=grpo loss_mode=decoupled``."""
+        parts = [f"{key.rsplit('.', 1)[-1]}={self.config[key]}" for key in M.VARIANT_CONFIG_KEYS if key in self.config]
+        return " ".join(parts) if parts else "unknown variant"
+
+    @property
+    def last_step(self) -> int | None:
+        """The largest training step that logged anything."""
+        steps = [series[-1][0] for series in self.metrics.values() if series]
+        return max(steps) if steps else None
+
+    def series(self, metric: str) -> Series:
+        """The metric's values, or an empty list when the run never logged it."""
+        return self.metrics.get(metric, [])
+
+
+def metrics_files(run_dir: Path) -> list[Path]:
+    """The run's metrics files, oldest attempt first."""
+    return attempt_ordered([p for p in run_dir.glob("metrics*.jsonl") if p.is_file()])
+
+
+def _as_number(value: Any) -> float | None:
+    # orjson writes NaN as null; bools are flags, not measurements.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def read_metrics(paths: list[Path]) -> tuple[dict[str, Series], list[CorruptLine]]:
+    """Merge verl FileLogger lines ``{"step": int, "data": {name: number}}`` from several files.
+
+    Later lines win per (step, metric); a line for a step that was logged before (a resumed attempt replaying
+    steps, or validation metrics logged separately) only overrides the metrics it carries. Non-numeric values
+    are ignored.
+
+    Args:
+        paths: Files in the order they were written.
+
+    Returns:
+        Metric name -> series sorted by step, and the lines that were skipped.
+    """
+    corrupt: list[CorruptLine] = []
+    by_metric: dict[str, dict[int, float]] = {}
+    for path in paths:
+        for line_no, obj in iter_objects(path, corrupt):
+            step = obj.get("step")
+            data = obj.get("data")
+            if isinstance(step, bool) or not isinstance(step, int):
+                corrupt.append(CorruptLine(path, line_no, f"'step' must be an integer, got {step!r}", str(obj)[:60]))
+                continue
+            if not isinstance(data, dict):
+                # Tolerate a flat {"step": .., name: value} line.
+                data = {k: v for k, v in obj.items() if k != "step"}
+            for name, value in data.items():
+                number = _as_number(value)
+                if number is not None:
+                    by_metric.setdefault(str(name), {})[step] = number
+    return {name: sorted(values.items()) for name, values in by_metric.items()}, corrupt
+
+
+def _select_config(run_dir: Path, warnings: list[str]) -> dict[str, Any]:
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        warnings.append("config.yaml is missing: recipe and loss variant unknown")
+        return {}
+    try:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.load(path)
+    except Exception as err:  # noqa: BLE001 - any parse failure is reported, not raised
+        warnings.append(f"config.yaml could not be parsed: {err}")
+        return {}
+    selected: dict[str, Any] = {}
+    for key in (M.CONFIG_RECIPE, *M.VARIANT_CONFIG_KEYS):
+        try:
+            value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        except Exception as err:  # noqa: BLE001 - an unresolvable interpolation is reported, not raised
+            warnings.append(f"config.yaml: cannot read {key}: {err}")
+            continue
+        if value is not None and not OmegaConf.is_config(value):
+            selected[key] = value
+    return selected
+
+
+def _read_summary(run_dir: Path, warnings: list[str]) -> tuple[bool, dict[str, Any]]:
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        warnings.append("summary.json is missing: the run did not finish (killed or still running)")
+        return False, {}
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        warnings.append(f"summary.json could not be parsed: {err}")
+        return False, {}
+    return True, summary if isinstance(summary, dict) else {"value": summary}
+
+
+def load_run(run_dir: str | Path, name: str | None = None) -> Run:
+    """Read a run folder.
+
+    Args:
+        run_dir: Folder holding ``config.yaml``, ``metrics*.jsonl`` and optionally ``summary.json``.
+        name: Label for tables and plots; defaults to the folder name.
+
+    Returns:
+        The run, with every problem found listed in ``warnings``.
+
+    Raises:
+        ValueError: If ``run_dir`` is not a directory.
+    """
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise ValueError(f"run folder must be an existing directory, got {str(run_dir)!r}")
+    warnings: list[str] = []
+    config = _select_config(path, warnings)
+    files = metrics_files(path)
+    if not files:
+        warnings.append("no metrics*.jsonl file: nothing to compare")
+    metrics, corrupt = read_metrics(files)
+    if corrupt:
+        listed = "; ".join(c.describe() for c in corrupt[:3])
+        more = f" and {len(corrupt) - 3} more" if len(corrupt) > 3 else ""
+        warnings.append(f"skipped {len(corrupt)} corrupt metrics line(s): {listed}{more}")
+    finished, summary = _read_summary(path, warnings)
+    run = Run(path, name or path.resolve().name, config, metrics, finished, summary, corrupt, warnings)
+    logger.debug("read %s: %d metrics, %d warnings", path, len(metrics), len(warnings))
+    return run
+
+
+def unique_names(paths: list[Path]) -> list[str]:
+    """Shortest distinct labels for run folders: the folder name, plus parents where names collide."""
+    resolved = [p.resolve() for p in paths]
+    depth = 1
+    while True:
+        names = ["/".join(p.parts[-depth:]) for p in resolved]
+        if len(set(names)) == len(names) or depth >= max(len(p.parts) for p in resolved):
+            return names
+        depth += 1
+
+
+def load_runs(run_dirs: list[str | Path]) -> list[Run]:
+    """Read several run folders with distinct labels (see :func:`unique_names`)."""
+    paths = [Path(p) for p in run_dirs]
+    return [load_run(path, name) for path, name in zip(paths, unique_names(paths), strict=True)]
