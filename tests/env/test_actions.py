@@ -93,7 +93,7 @@ def test_pixel_mode_rejects_coordinates_outside_viewport():
 
 def test_100kb_of_junk_is_an_invalid_action():
     rng = random.Random(0)
-    junk = "".join(rng.choice("<>{}[]\":,tool_call/ \nabc0123") for _ in range(100_000))
+    junk = "".join(rng.choice('<>{}[]":,tool_call/ \nabc0123') for _ in range(100_000))
     parsed = parse_action(junk)
     assert not parsed.valid and parsed.error
 

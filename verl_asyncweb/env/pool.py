@@ -1,0 +1,357 @@
+"""``BrowserPool``: long-lived Chromium browsers and pages lent to episodes, with a recovery ladder.
+
+One pool per worker process, kept for the whole run (DESIGN.md sections 2 and 4). Browsers, contexts and pages
+are created once and reused across episodes; an episode gets a fresh cookie jar and site state, not a new page.
+Infrastructure trouble never escapes as an exception: the step or reset reports ``env_failed=True`` and the pool
+repairs itself (step timeout -> close context -> new context + page; browser gone -> relaunch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from verl_asyncweb.env.actions import Action, Answer, ParsedAction, describe, parse_action
+from verl_asyncweb.env.browser import BrowserSlot
+from verl_asyncweb.env.config import BrowserPoolConfig
+from verl_asyncweb.env.evaluators.programmatic import evaluate_programmatic
+from verl_asyncweb.env.executor import perform, settle
+from verl_asyncweb.env.latency import LatencyModel
+from verl_asyncweb.env.network import NetworkPolicy, origin_of
+from verl_asyncweb.env.observe import observe
+from verl_asyncweb.env.results import EvalResult, Observation, StepResult
+from verl_asyncweb.env.server import EPISODE_COOKIE, SiteServer
+from verl_asyncweb.env.session import Session, build_context, close_context
+from verl_asyncweb.env.stats import PoolStats
+from verl_asyncweb.env.tasks.miniwob import EPISODE_MAX_TIME_MS
+from verl_asyncweb.env.tasks.task import Task
+
+logger = logging.getLogger(__name__)
+
+_MINIWOB_START_JS = """
+(args) => {
+  core.EPISODE_MAX_TIME = args.maxTime;
+  Math.seedrandom(args.seed);
+  core.startEpisodeReal();
+}
+"""
+
+
+class BrowserPool:
+    """Everlasting pool of Chromium pages for web-agent episodes.
+
+    Usage::
+
+        async with BrowserPool(BrowserPoolConfig()) as pool:
+            session = await pool.acquire()
+            obs = await pool.reset(session, task)
+            result = await pool.step(session, model_text)       # or a parsed Action
+            ev = await pool.evaluate(session, task, answer)     # before release
+            await pool.release(session)
+
+    Args:
+        config: Pool configuration.
+        judge: Evaluator for ``evaluator="judge"`` tasks (e.g. :class:`RubricJudge`); optional.
+    """
+
+    def __init__(self, config: BrowserPoolConfig | None = None, judge: Any = None) -> None:
+        self.config = config or BrowserPoolConfig()
+        self.judge = judge
+        self._stats = PoolStats()
+        self._latency = LatencyModel(self.config.latency)
+        self._server = SiteServer(self.config.site_host) if self.config.start_site_server else None
+        self._playwright: Any = None
+        self._slots: list[BrowserSlot] = []
+        self._sessions: list[Session] = []
+        self._free: asyncio.Queue[Session] | None = None
+        self._started = False
+
+    async def __aenter__(self) -> BrowserPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def site_origin(self) -> str:
+        """Origin of the local site server (``""`` when it is not started)."""
+        return self._server.origin if self._server else ""
+
+    async def start(self) -> None:
+        """Start the site server, launch the browsers and open every page."""
+        if self._started:
+            return
+        from playwright.async_api import async_playwright  # heavy; imported only where browsers start
+
+        if self._server is not None:
+            await self._server.start()
+        self._playwright = await async_playwright().start()
+        self._slots = [BrowserSlot(i, self._playwright, self.config) for i in range(self.config.num_browsers)]
+        await asyncio.gather(*(slot.ensure() for slot in self._slots))
+        self._free = asyncio.Queue()
+        for slot in self._slots:
+            for _ in range(self.config.pages_per_browser):
+                self._sessions.append(Session(slot=slot))
+        await asyncio.gather(*(build_context(s, self.config, self._stats, None) for s in self._sessions))
+        for session in self._sessions:
+            self._free.put_nowait(session)
+        self._started = True
+        logger.info("browser pool started: %d browsers x %d pages", len(self._slots), self.config.pages_per_browser)
+
+    async def close(self) -> None:
+        """Close every context and browser, stop Playwright and the site server (idempotent)."""
+        if not self._started:
+            return
+        self._started = False
+        await asyncio.gather(*(close_context(s, self.config.close_timeout_s) for s in self._sessions))
+        await asyncio.gather(*(slot.close() for slot in self._slots))
+        try:
+            await asyncio.wait_for(self._playwright.stop(), self.config.launch_timeout_s)
+        except Exception as exc:
+            logger.warning("playwright did not stop cleanly: %s", type(exc).__name__)
+        if self._server is not None:
+            await self._server.close()
+
+    def stats(self) -> dict[str, int]:
+        """Counters: episodes, steps, timeouts, recoveries by rung, relaunches, blocked attempts, failures."""
+        return self._stats.snapshot()
+
+    async def acquire(self) -> Session:
+        """Borrow a session; waits while every page is lent out."""
+        assert self._free is not None, "BrowserPool.start() must be awaited before acquire()"
+        session = await self._free.get()
+        session.in_use = True
+        return session
+
+    async def release(self, session: Session) -> None:
+        """Return a session to the pool; its episode state (and site state) is dropped."""
+        if not session.in_use:
+            return
+        if self._server is not None and session.episode_token:
+            self._server.store.drop(session.episode_token)
+        session.in_use, session.task, session.done, session.episode_token = False, None, True, ""
+        assert self._free is not None
+        self._free.put_nowait(session)
+
+    @asynccontextmanager
+    async def session(self):
+        """``async with pool.session() as s:`` acquires and always releases."""
+        session = await self.acquire()
+        try:
+            yield session
+        finally:
+            await self.release(session)
+
+    def resolve_url(self, url: str) -> str:
+        """Absolute URL for a task URL (``/path`` URLs live on the local site server)."""
+        if url.startswith("/"):
+            if not self.site_origin:
+                raise ValueError(f"task URL {url!r} needs the local site server; set asyncweb.env.start_site_server")
+            return urljoin(self.site_origin, url)
+        return url
+
+    # ---- episodes -------------------------------------------------------------------------------------------
+
+    async def reset(self, session: Session, task: Task) -> Observation:
+        """Start ``task`` on ``session``: fresh cookies and site state, start page loaded, first observation."""
+        self._stats.add("episodes")
+        session.task, session.steps, session.answer, session.reward = task, 0, None, None
+        session.done, session.env_failed, session.error = False, False, None
+        session.events.clear()
+        last_error = "unknown"
+        for attempt in range(2):  # second attempt runs on a rebuilt context (and relaunched browser if needed)
+            try:
+                obs = await asyncio.wait_for(self._reset_once(session, task), self.config.reset_timeout_s)
+                session.last_observation = obs
+                return obs
+            except Exception as exc:
+                last_error = _describe_error(exc, "reset", self.config.reset_timeout_s)
+                logger.warning("session %d reset attempt %d failed: %s", session.session_id, attempt + 1, last_error)
+                await self._recover(session, exc)
+        session.done, session.env_failed, session.error = True, True, last_error
+        self._stats.add("env_failures")
+        return Observation(env_failed=True, error=last_error)
+
+    async def _reset_once(self, session: Session, task: Task) -> Observation:
+        await self._ensure_healthy(session, task)
+        url = self.resolve_url(task.start_url)
+        origins = tuple(task.allowed_origins) or (origin_of(url),)
+        if self.site_origin:
+            origins += (self.site_origin,)
+        session.policy = NetworkPolicy(origins, task.allow_popups, task.allow_downloads)
+        t = self.config.action_timeout_s
+        await asyncio.wait_for(session.context.clear_cookies(), t)
+        if self._server is not None:
+            session.episode_token = self._server.store.new_token()
+            cookie = {"name": EPISODE_COOKIE, "value": session.episode_token, "url": self.site_origin}
+            await asyncio.wait_for(session.context.add_cookies([cookie]), t)
+        page = session.page
+        if task.evaluator == "miniwob":
+            return await self._reset_miniwob(session, task, url)
+        session.navigated.clear()
+        await asyncio.wait_for(
+            page.goto(url, wait_until="domcontentloaded", timeout=self.config.navigation_timeout_s * 1000),
+            self.config.navigation_timeout_s + 1,
+        )
+        state = await settle(session, self.config)
+        return await observe(page, session.cdp, self.config, state["title"])
+
+    async def _reset_miniwob(self, session: Session, task: Task, url: str) -> Observation:
+        page, t = session.page, self.config.action_timeout_s
+        if urlsplit(page.url).path != urlsplit(url).path:
+            await asyncio.wait_for(
+                page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000),
+                self.config.navigation_timeout_s + 1,
+            )
+        # In-page reset (~8 ms) instead of a reload; seeded; wall-clock decay and timeout pushed out of reach.
+        args = {"maxTime": EPISODE_MAX_TIME_MS, "seed": task.seed if task.seed is not None else 0}
+        await asyncio.wait_for(page.evaluate(_MINIWOB_START_JS, args), t)
+        await asyncio.wait_for(page.wait_for_function("() => WOB_TASK_READY", timeout=t * 1000), t + 1)
+        utterance = await asyncio.wait_for(page.evaluate("() => core.getUtterance()"), t)
+        state = await settle(session, self.config)
+        return await observe(page, session.cdp, self.config, state["title"], instruction=utterance)
+
+    async def step(self, session: Session, action: str | Action | ParsedAction) -> StepResult:
+        """Apply one action (model text is parsed with the pool's coordinate mode) and observe the page."""
+        self._stats.add("steps")
+        if session.done or session.task is None:
+            return StepResult(
+                Observation(env_failed=session.env_failed, error=session.error),
+                done=True,
+                reward=session.reward,
+                info="episode is over; call reset() first",
+                env_failed=session.env_failed,
+                error=session.error,
+            )
+        parsed = self._parse(action)
+        if not parsed.valid:
+            return self._invalid_step(session, parsed)
+        delay_s = self._latency.sample_s()
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)  # simulated web latency (benchmarks), outside the step timeout
+        try:
+            return await asyncio.wait_for(self._step_once(session, parsed.action), self.config.step_timeout_s)
+        except Exception as exc:
+            error = _describe_error(exc, "step", self.config.step_timeout_s)
+            logger.warning("session %d step failed: %s", session.session_id, error)
+            await self._recover(session, exc)
+            session.done, session.env_failed, session.error = True, True, error
+            self._stats.add("env_failures")
+            return StepResult(Observation(env_failed=True, error=error), done=True, env_failed=True, error=error)
+
+    def _parse(self, action: str | Action | ParsedAction) -> ParsedAction:
+        if isinstance(action, ParsedAction):
+            return action
+        if isinstance(action, str):
+            size = (self.config.viewport_width, self.config.viewport_height)
+            return parse_action(action, coordinate_mode=self.config.coordinate_mode, viewport=size)
+        return ParsedAction(action, None, type(action).__name__)
+
+    def _invalid_step(self, session: Session, parsed: ParsedAction) -> StepResult:
+        self._stats.add("invalid_actions")
+        session.steps += 1
+        assert session.task is not None
+        done = session.steps >= session.task.max_steps
+        session.done = done
+        obs = getattr(session, "last_observation", None) or Observation()
+        return StepResult(obs, done=done, info=f"invalid action: {parsed.error}", invalid_action=True)
+
+    async def _step_once(self, session: Session, action: Action) -> StepResult:
+        task = session.task
+        assert task is not None
+        session.navigated.clear()
+        info = await perform(session, action, self.config, self._stats)
+        state = await settle(session, self.config)
+        session.steps += 1
+        if session.events:
+            info += "; " + "; ".join(session.events)
+            session.events.clear()
+        wob = state.get("wob")
+        done = isinstance(action, Answer) or session.steps >= task.max_steps
+        if task.evaluator == "miniwob" and wob is not None and wob["done"]:
+            done = True
+        obs = await observe(session.page, session.cdp, self.config, state["title"])
+        session.last_observation = obs
+        reward = None
+        if done:
+            session.done = True
+            if task.evaluator != "judge":
+                session.reward = reward = (await self.evaluate(session, task, session.answer)).reward
+        return StepResult(obs, done=done, reward=reward, info=info or describe(action))
+
+    async def evaluate(
+        self, session: Session, task: Task, answer: str | None = None, screenshots: list[bytes] | None = None
+    ) -> EvalResult:
+        """Score the episode on ``session`` (call before :meth:`release`); never raises for infrastructure trouble.
+
+        Args:
+            session: The session that ran the episode.
+            task: The task.
+            answer: Final answer text (defaults to the episode's ``answer`` action).
+            screenshots: Trajectory screenshots, oldest first (judge tasks only).
+        """
+        self._stats.add("evaluations")
+        if session.env_failed:
+            return EvalResult(env_failed=True, reasons=[session.error or "environment failed"])
+        answer = session.answer if answer is None else answer
+        if task.evaluator == "judge":
+            if self.judge is None:
+                return EvalResult(evaluator_failed=True, reasons=["no judge configured for this pool"])
+            return await self.judge.evaluate(task, answer, screenshots or [])
+        store = self._server.store if self._server else None
+        try:
+            return await evaluate_programmatic(session, task, answer, store, self.config.action_timeout_s)
+        except Exception as exc:
+            error = _describe_error(exc, "evaluation", self.config.action_timeout_s)
+            return EvalResult(env_failed=True, reasons=[error])
+
+    # ---- recovery ladder ------------------------------------------------------------------------------------
+
+    async def _ensure_healthy(self, session: Session, task: Task | None) -> None:
+        """Relaunch a dead browser and rebuild a missing, stale or mismatched context."""
+        if await session.slot.ensure():
+            self._count_relaunch()
+        mismatch = task is not None and (
+            session.context_popups != task.allow_popups or session.context_downloads != task.allow_downloads
+        )
+        if session.healthy and not mismatch:
+            return
+        if session.context is not None:
+            await close_context(session, self.config.close_timeout_s)
+        if not mismatch:
+            self._stats.add("recoveries_context")
+        await build_context(session, self.config, self._stats, task)
+
+    async def _recover(self, session: Session, exc: BaseException) -> None:
+        """Rung 1: close the context and open a new one. Rung 2: relaunch the browser (dead, or context stuck)."""
+        if isinstance(exc, TimeoutError):
+            self._stats.add("timeouts")
+        slot, generation = session.slot, session.generation
+        try:
+            closed = await close_context(session, self.config.close_timeout_s)
+            if not closed and slot.alive:
+                relaunched = await slot.restart(generation)
+            else:
+                relaunched = await slot.ensure()
+            if relaunched:
+                self._count_relaunch()
+            else:
+                self._stats.add("recoveries_context")
+            await build_context(session, self.config, self._stats, session.task)
+        except Exception as again:  # keep going: the next reset climbs the ladder again
+            logger.warning("session %d recovery failed: %s", session.session_id, type(again).__name__)
+
+    def _count_relaunch(self) -> None:
+        self._stats.add("relaunches")
+        self._stats.add("recoveries_relaunch")
+
+
+def _describe_error(exc: BaseException, during: str, timeout_s: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"{during} timed out after {timeout_s:g}s"
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"{during} failed: {type(exc).__name__}: {text}"

@@ -1,0 +1,171 @@
+"""A pool session: one browser context and page, reused across episodes, with the network guards installed."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_asyncweb.env.browser import BrowserSlot
+from verl_asyncweb.env.config import BrowserPoolConfig
+from verl_asyncweb.env.network import BINDING, NetworkPolicy, guard_script
+from verl_asyncweb.env.results import Observation
+from verl_asyncweb.env.stats import PoolStats
+from verl_asyncweb.env.tasks.task import Task
+
+logger = logging.getLogger(__name__)
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Session:
+    """A page lent to one episode at a time by :meth:`BrowserPool.acquire`.
+
+    Episode fields (``task``, ``steps``, ...) are reset by :meth:`BrowserPool.reset`; the browser objects are
+    owned by the pool and rebuilt by its recovery ladder.
+    """
+
+    slot: BrowserSlot
+    session_id: int = field(default_factory=lambda: next(_ids))
+    context: Any = None
+    page: Any = None
+    cdp: Any = None
+    generation: int = -1
+    context_popups: bool = False
+    context_downloads: bool = False
+    policy: NetworkPolicy = field(default_factory=NetworkPolicy)
+    # episode state
+    task: Task | None = None
+    episode_token: str = ""
+    steps: int = 0
+    done: bool = True
+    env_failed: bool = False
+    error: str | None = None
+    answer: str | None = None
+    reward: float | None = None
+    events: list[str] = field(default_factory=list)
+    navigated: asyncio.Event = field(default_factory=asyncio.Event)
+    in_use: bool = False
+    last_observation: Observation | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the context and page exist on the slot's current browser."""
+        return (
+            self.page is not None
+            and self.generation == self.slot.generation
+            and self.slot.alive
+            and not self.page.is_closed()
+        )
+
+
+async def build_context(session: Session, config: BrowserPoolConfig, stats: PoolStats, task: Task | None) -> None:
+    """Create a fresh context and page for ``session`` on its slot's browser, guards installed.
+
+    Args:
+        session: The session to equip; its old context must already be closed.
+        config: Pool configuration (viewport, timeouts).
+        stats: Where blocked attempts are counted.
+        task: The task about to run (decides whether popups and downloads are allowed), or ``None``.
+    """
+    popups = bool(task and task.allow_popups)
+    downloads = bool(task and task.allow_downloads)
+    timeout_s = config.action_timeout_s
+    browser = session.slot.browser
+    context = await asyncio.wait_for(
+        browser.new_context(
+            viewport={"width": config.viewport_width, "height": config.viewport_height},
+            locale=config.locale,
+            timezone_id=config.timezone_id,
+            accept_downloads=downloads,
+            service_workers="block",  # service workers would bypass context.route
+        ),
+        timeout_s,
+    )
+    session.context = context
+    context.set_default_timeout(config.action_timeout_s * 1000)
+    context.set_default_navigation_timeout(config.navigation_timeout_s * 1000)
+
+    def on_blocked(source: Any, kind: str, url: str) -> None:
+        name = "blocked_popups" if kind == "popup" else "blocked_navigations"
+        stats.add(name)
+        session.events.append(f"blocked {kind} to {url[:120]}")
+
+    async def on_route(route: Any) -> None:
+        request = route.request
+        if session.policy.allows_url(request.url):
+            await route.fallback()
+            return
+        stats.add("blocked_requests")
+        if request.is_navigation_request():
+            stats.add("blocked_navigations")
+            session.events.append(f"blocked navigation to {request.url[:120]}")
+        # "aborted" keeps the current document for a blocked navigation instead of committing an error page.
+        await route.abort("aborted" if request.is_navigation_request() else "blockedbyclient")
+
+    await asyncio.wait_for(context.expose_binding(BINDING, on_blocked), timeout_s)
+    await asyncio.wait_for(context.add_init_script(guard_script(popups)), timeout_s)
+    await asyncio.wait_for(context.route("**/*", on_route), timeout_s)
+    page = await asyncio.wait_for(context.new_page(), timeout_s)
+
+    def on_popup(popup: Any) -> None:
+        if session.policy.allow_popups:
+            return
+        stats.add("blocked_popups")
+        session.events.append(f"blocked popup {popup.url[:120]}")
+        asyncio.get_running_loop().create_task(_close_quietly(popup, config.close_timeout_s))
+
+    def on_download(download: Any) -> None:
+        if session.policy.allow_downloads:
+            return
+        stats.add("blocked_downloads")
+        session.events.append(f"blocked download {download.suggested_filename[:80]!r}")
+        asyncio.get_running_loop().create_task(_cancel_quietly(download, config.close_timeout_s))
+
+    def on_frame_navigated(frame: Any) -> None:
+        if frame == page.main_frame:
+            session.navigated.set()
+
+    context.on("page", on_popup)
+    page.on("download", on_download)
+    page.on("framenavigated", on_frame_navigated)
+    session.page = page
+    session.cdp = await asyncio.wait_for(context.new_cdp_session(page), timeout_s)
+    session.generation = session.slot.generation
+    session.context_popups = popups
+    session.context_downloads = downloads
+
+
+async def close_context(session: Session, timeout_s: float) -> bool:
+    """Close the session's context (bounded); the session is left without page.
+
+    Returns:
+        True if the context closed within ``timeout_s``.
+    """
+    context = session.context
+    session.context = session.page = session.cdp = None
+    session.generation = -1
+    if context is None:
+        return True
+    try:
+        await asyncio.wait_for(context.close(), timeout_s)
+        return True
+    except Exception as exc:
+        logger.warning("context of session %d did not close: %s", session.session_id, type(exc).__name__)
+        return False
+
+
+async def _close_quietly(page: Any, timeout_s: float) -> None:
+    try:
+        await asyncio.wait_for(page.close(), timeout_s)
+    except Exception:  # the popup may already be gone with its context
+        pass
+
+
+async def _cancel_quietly(download: Any, timeout_s: float) -> None:
+    try:
+        await asyncio.wait_for(download.cancel(), timeout_s)
+    except Exception:  # already cancelled because downloads are not accepted
+        pass
