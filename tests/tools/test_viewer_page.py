@@ -83,6 +83,12 @@ async def test_viewer_page_renders_filters_and_shows_screenshot_with_click_marke
     assert await visible.count() == 2
     assert set(await visible.evaluate_all("rows => rows.map(r => r.dataset.outcome)")) == {"success"}
     assert await page.locator("#episode-count").text_content() == "showing 2 of 4"
+    await page.fill("#filter-pv-min", "3")  # t-ok-1 ran on policy versions 1-2 only
+    assert await visible.evaluate_all("rows => rows.map(r => r.dataset.trajId)") == ["t-ok-2"]
+    await page.fill("#filter-pv-min", "")
+    await page.select_option("#filter-task", "book-flight")
+    assert await visible.evaluate_all("rows => rows.map(r => r.dataset.trajId)") == ["t-ok-1"]
+    await page.select_option("#filter-task", "all")
 
     await page.locator("tr.episode-row[data-traj-id='t-ok-2']").click()
     step = page.locator("#episode-detail article.step").first
