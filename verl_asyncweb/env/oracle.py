@@ -30,12 +30,16 @@ def elements(obs: Observation) -> list[dict]:
 
 
 def find(obs: Observation, text: str | None = None, kind: str | None = None, name: str | None = None) -> list[int]:
-    """Centre ``[x, y]`` of the first element matching every given filter (exact text, kind prefix, name).
+    """Centre ``[x, y]`` of the first element matching every filter (exact text, kind prefix, name).
+
+    Interactive elements (links, buttons, inputs, labels) are preferred over text containers.
 
     Raises:
         ElementNotFound: If nothing matches.
     """
-    for el in elements(obs):
+    interactive = ("a", "button", "input", "label", "textarea", "select")
+    ranked = sorted(elements(obs), key=lambda el: not el["kind"].startswith(interactive))
+    for el in ranked:
         if text is not None and el["text"] != text:
             continue
         if kind is not None and not el["kind"].startswith(kind):
