@@ -75,3 +75,9 @@ async def fixture_origin():
     yield f"http://127.0.0.1:{port}"
     app[NEVER].set()
     await runner.cleanup()
+
+
+@pytest.fixture
+def make_config():
+    """Factory of test pool configs (see :func:`pool_config`)."""
+    return pool_config

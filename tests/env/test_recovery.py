@@ -1,0 +1,78 @@
+"""Killing Chromium mid-episode: in-flight episodes fail by environment, later ones succeed, nothing leaks."""
+
+import asyncio
+import os
+import signal
+
+import psutil
+import pytest
+
+from verl_asyncweb.env import BrowserPool, load_tasks
+from verl_asyncweb.env.tasks.site_checks import run_oracle
+from verl_asyncweb.env.tasks.sites import site_task_spec
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(180)]
+
+
+def our_chromium_pids() -> set[int]:
+    """Chromium processes descended from this test process (never anyone else's)."""
+    me = psutil.Process()
+    return {p.pid for p in me.children(recursive=True) if "chrom" in p.name().lower()}
+
+
+async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succeed(make_config):
+    tasks = {t.task_id: t for t in load_tasks("sites")}
+    task = tasks["site/shop/add-p1"]
+    shared_before = our_chromium_pids()
+    async with BrowserPool(make_config(num_browsers=1, pages_per_browser=2)) as pool:
+        mine = our_chromium_pids() - shared_before
+        assert mine
+        sessions = [await pool.acquire() for _ in range(2)]
+        for s in sessions:
+            assert not (await pool.reset(s, task)).env_failed
+        for pid in mine:  # kill every process of this pool's browser
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        results = await asyncio.gather(
+            *(pool.step(s, '<tool_call>{"name":"wait","arguments":{"time":0}}</tool_call>') for s in sessions)
+        )
+        assert all(r.env_failed and r.done and r.error for r in results), [r.error for r in results]
+        for s in sessions:
+            assert (await pool.evaluate(s, task)).env_failed
+        stats = pool.stats()
+        assert stats["relaunches"] >= 1 and stats["env_failures"] >= 2
+        for s in sessions:
+            await pool.release(s)
+        for _ in range(2):  # the next episodes on every page succeed
+            async with pool.session() as s:
+                obs = await pool.reset(s, task)
+                assert not obs.env_failed, obs.error
+                await run_oracle(pool, s, obs, site_task_spec(task).plan)
+                assert (await pool.evaluate(s, task)).success
+        assert pool.stats()["relaunches"] == stats["relaunches"]
+    leaked = [p for p in our_chromium_pids() - shared_before if psutil.pid_exists(p)]
+    leaked = [p for p in leaked if psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not leaked, leaked
+
+
+async def test_pool_close_leaves_no_chromium_process(make_config):
+    before = our_chromium_pids()
+    pool = BrowserPool(make_config(num_browsers=2, pages_per_browser=1))
+    await pool.start()
+    assert our_chromium_pids() - before
+    await pool.close()
+    await pool.close()  # idempotent
+    assert not (our_chromium_pids() - before)
+
+
+async def test_reset_on_dead_browser_relaunches_before_the_episode(make_config):
+    async with BrowserPool(make_config(num_browsers=1, pages_per_browser=1)) as pool:
+        task = load_tasks("miniwob", names=["click-test"])[0]
+        async with pool.session() as s:
+            assert not (await pool.reset(s, task)).env_failed
+            await asyncio.wait_for(s.slot.browser.close(), 10)  # browser gone between episodes
+            obs = await pool.reset(s, task)
+            assert not obs.env_failed, obs.error
+        assert pool.stats()["relaunches"] == 1
