@@ -1,0 +1,132 @@
+"""Typed configs of the algorithm layer: ``asyncweb.algo`` and the decoupled-PPO ``policy_loss`` section.
+
+Two configs, because they are read in two places:
+
+* :class:`AsyncWebAlgoConfig` (``asyncweb.algo``) is read on the driver, where advantages are computed.
+* :class:`DecoupledPolicyLossConfig` replaces verl's ``actor_rollout_ref.actor.policy_loss`` node (via its
+  ``_target_``) so that the behaviour-weight cap reaches the loss function inside the training workers, which
+  only ever see the actor's config. Recipes set its ``behav_cap``/``behav_cap_mode`` by interpolation from
+  ``asyncweb.algo`` so that the two cannot disagree (see :func:`verl_asyncweb.algo.verl_keys.required_verl_overrides`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from verl.base_config import BaseConfig
+from verl.workers.config import PolicyLossConfig
+
+STEP_NORMS: tuple[str, ...] = ("traj", "const", "none")
+CAP_MODES: tuple[str, ...] = ("drop", "clip")
+ESTIMATORS: tuple[str, ...] = ("multistep_grpo", "multistep_reinforce", "raftpp")
+
+
+def _one_of(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{key} must be one of {list(allowed)}, got {value!r}")
+
+
+def check_behav_cap(prefix: str, cap: float | None, mode: str) -> None:
+    """Raise ``ValueError`` unless ``cap`` is None or a number >= 1 and ``mode`` is ``drop`` or ``clip``."""
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int | float) or not cap >= 1.0):
+        raise ValueError(f"{prefix}.behav_cap must be a number >= 1.0 or null (no cap), got {cap!r}")
+    _one_of(f"{prefix}.behav_cap_mode", mode, CAP_MODES)
+
+
+@dataclass
+class AsyncWebAlgoConfig(BaseConfig):
+    """The ``asyncweb.algo`` node: advantage estimator, step normalizer and behaviour-weight cap.
+
+    Args:
+        estimator: ``multistep_grpo`` (group-normalised reward, DESIGN.md section 5), ``multistep_reinforce``
+            (WebGym sync baseline: raw reward, no group baseline) or ``raftpp`` (RAFT++: advantage 1 on
+            successful trajectories, 0 otherwise). Recipes also set ``algorithm.adv_estimator`` to this name.
+        step_norm: Per-trajectory scale c_i of the advantage: ``traj`` = 1/|tau_i|, ``const`` = 1/k,
+            ``none`` = 1. AsyncWebRL uses ``const`` with k = 10.
+        k: Constant of ``step_norm=const``.
+        norm_by_std: Divide the group-centred reward by the group's population std (+ eps); GRPO only.
+        eps: Added to the std before dividing.
+        behav_cap: Tokens whose behaviour weight w = pi_prox/pi_behave exceeds this are dropped (or clipped);
+            ``None`` disables the cap. AsyncWebRL: 5.
+        behav_cap_mode: ``drop`` (the token contributes nothing) or ``clip`` (w is clipped to the cap).
+        dynamic_sampling: Groups whose trajectory rewards are all equal carry no signal; give them zero
+            advantage and mark their rows for removal (DAPO-style). verl's replay buffer can do the removal
+            before training: ``algorithm.filter_groups.enable=true``, ``algorithm.filter_groups.metric=reward``.
+        success_threshold: RAFT++ counts a trajectory as successful when its reward is strictly above this.
+    """
+
+    estimator: str = "multistep_grpo"
+    step_norm: str = "const"
+    k: int = 10
+    norm_by_std: bool = True
+    eps: float = 1e-6
+    behav_cap: float | None = 5.0
+    behav_cap_mode: str = "drop"
+    dynamic_sampling: bool = True
+    success_threshold: float = 0.0
+
+    def __post_init__(self):
+        _one_of("asyncweb.algo.estimator", self.estimator, ESTIMATORS)
+        _one_of("asyncweb.algo.step_norm", self.step_norm, STEP_NORMS)
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k <= 0:
+            raise ValueError(f"asyncweb.algo.k must be an integer > 0, got {self.k!r}")
+        if not isinstance(self.norm_by_std, bool):
+            raise ValueError(f"asyncweb.algo.norm_by_std must be true or false, got {self.norm_by_std!r}")
+        if not isinstance(self.eps, int | float) or not self.eps >= 0:
+            raise ValueError(f"asyncweb.algo.eps must be a number >= 0, got {self.eps!r}")
+        check_behav_cap("asyncweb.algo", self.behav_cap, self.behav_cap_mode)
+        if not isinstance(self.dynamic_sampling, bool):
+            raise ValueError(f"asyncweb.algo.dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
+        if isinstance(self.success_threshold, bool) or not isinstance(self.success_threshold, int | float):
+            raise ValueError(f"asyncweb.algo.success_threshold must be a number, got {self.success_threshold!r}")
+
+    @classmethod
+    def from_dict(cls, node: Mapping[str, Any] | DictConfig | None) -> AsyncWebAlgoConfig:
+        """Build from a plain dict or a (Hydra-composed) ``DictConfig`` node, rejecting unknown keys.
+
+        Args:
+            node: The ``asyncweb.algo`` node; ``None`` or empty gives the defaults. A ``_target_`` key is
+                ignored, so the same node also works with verl's ``omega_conf_to_dataclass``.
+
+        Returns:
+            The validated config.
+
+        Raises:
+            ValueError: On an unknown key or an invalid value.
+        """
+        if node is None:
+            return cls()
+        if isinstance(node, cls):
+            return node
+        data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+        data.pop("_target_", None)
+        valid = [f.name for f in fields(cls) if f.name != "_target_"]
+        unknown = sorted(set(data) - set(valid))
+        if unknown:
+            raise ValueError(f"asyncweb.algo has no key(s) {unknown}; valid keys are {valid}")
+        return cls(**data)
+
+
+@dataclass
+class DecoupledPolicyLossConfig(PolicyLossConfig):
+    """verl's ``actor_rollout_ref.actor.policy_loss`` section plus the behaviour-weight cap of ``decoupled_ppo``.
+
+    Selected in a recipe with ``policy_loss._target_: verl_asyncweb.algo.config.DecoupledPolicyLossConfig``;
+    verl's workers build the actor config through Hydra's ``instantiate``, which honours the ``_target_``.
+
+    Args:
+        behav_cap: See :class:`AsyncWebAlgoConfig`.
+        behav_cap_mode: See :class:`AsyncWebAlgoConfig`.
+    """
+
+    behav_cap: float | None = 5.0
+    behav_cap_mode: str = "drop"
+
+    def __post_init__(self):
+        parent_post_init = getattr(super(), "__post_init__", None)
+        if parent_post_init is not None:
+            parent_post_init()
+        check_behav_cap("actor_rollout_ref.actor.policy_loss", self.behav_cap, self.behav_cap_mode)
