@@ -1,0 +1,209 @@
+"""A tiny Qwen2.5-VL built offline: deterministic byte-level BPE tokenizer, random weights, Qwen-VL processor.
+
+It stands in for a real checkpoint on machines without a GPU or a model hub (CI, laptops). Nothing is downloaded:
+the tokenizer is trained from ``corpus/web_agent_corpus.txt`` shipped in this package, the weights are drawn
+from a fixed seed. ``python -m verl_asyncweb.backends.tiny_model [DIR]`` builds it and prints the path.
+"""
+
+import argparse
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+CORPUS_FILE = "web_agent_corpus.txt"
+DEFAULT_CACHE_DIR = Path(os.environ.get("VERL_ASYNCWEB_CACHE", Path.home() / ".cache" / "verl_asyncweb"))
+
+# Qwen-VL special tokens, in Qwen's order, so prompts and chat templates read exactly as for a real checkpoint.
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+]
+
+# Qwen2-VL chat template semantics: a default system turn, images/videos as pad tokens between vision markers.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}"
+    "{% endfor %}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Sizes of the tiny model; the defaults give ~2.5 MB of weights and sub-second train steps on 2 cores."""
+
+    vocab_size: int = 4096
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    vision_depth: int = 2
+    vision_hidden_size: int = 32
+    vision_intermediate_size: int = 64
+    vision_num_heads: int = 2
+    max_pixels: int = 256 * 28 * 28
+    min_pixels: int = 4 * 28 * 28
+    max_position_embeddings: int = 32768
+    seed: int = 0
+
+    def fingerprint(self) -> str:
+        corpus = resources.files(__package__).joinpath("corpus", CORPUS_FILE).read_bytes()
+        text = repr(self).encode() + corpus + CHAT_TEMPLATE.encode()
+        return hashlib.sha256(text).hexdigest()[:16]
+
+
+def train_tokenizer(spec: TinyModelSpec):
+    """Train the byte-level BPE on the shipped corpus; the same corpus and spec give byte-identical files."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    corpus = resources.files(__package__).joinpath("corpus", CORPUS_FILE).read_text(encoding="utf-8")
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size - len(SPECIAL_TOKENS),
+        min_frequency=2,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(corpus.splitlines(keepends=True), trainer=trainer)
+    tokenizer.add_special_tokens(SPECIAL_TOKENS)
+    return tokenizer
+
+
+def build_tiny_model(output_dir: str | Path | None = None, spec: TinyModelSpec | None = None, force: bool = False) -> Path:
+    """Write tokenizer, processor and randomly initialised weights of a tiny Qwen2.5-VL to ``output_dir``.
+
+    Args:
+        output_dir: target folder; defaults to ``$VERL_ASYNCWEB_CACHE/tiny-qwen2.5-vl-<fingerprint>``.
+        spec: model sizes; defaults to :class:`TinyModelSpec`.
+        force: rebuild even if a complete build is already there.
+
+    Returns:
+        The folder, loadable with ``AutoProcessor.from_pretrained`` and
+        ``Qwen2_5_VLForConditionalGeneration.from_pretrained``.
+    """
+    spec = spec or TinyModelSpec()
+    output_dir = Path(output_dir) if output_dir else DEFAULT_CACHE_DIR / f"tiny-qwen2.5-vl-{spec.fingerprint()}"
+    marker = output_dir / ".complete"
+    if marker.exists() and not force:
+        return output_dir
+    output_dir.mkdir(parents=True, exist_ok=True)
+    _write_processor(output_dir, spec)
+    _write_weights(output_dir, spec)
+    marker.write_text(spec.fingerprint() + "\n")
+    logger.info("built tiny Qwen2.5-VL at %s", output_dir)
+    return output_dir
+
+
+def _write_processor(output_dir: Path, spec: TinyModelSpec) -> None:
+    from transformers import PreTrainedTokenizerFast, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=train_tokenizer(spec),
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        model_max_length=spec.max_position_embeddings,
+        chat_template=CHAT_TEMPLATE,
+        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
+    )
+    image_processor = Qwen2VLImageProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
+    video_processor = Qwen2VLVideoProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
+    processor = Qwen2_5_VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+    )
+    processor.save_pretrained(output_dir)
+
+
+def _write_weights(output_dir: Path, spec: TinyModelSpec) -> None:
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    head_dim = spec.hidden_size // spec.num_attention_heads
+    # mrope splits head_dim / 2 rotary frequencies over (temporal, height, width).
+    half = head_dim // 2
+    mrope_section = [half - 2 * (half // 3), half // 3, half // 3]
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    config = Qwen2_5_VLConfig(
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": spec.hidden_size,
+            "intermediate_size": spec.intermediate_size,
+            "num_hidden_layers": spec.num_hidden_layers,
+            "num_attention_heads": spec.num_attention_heads,
+            "num_key_value_heads": spec.num_key_value_heads,
+            "max_position_embeddings": spec.max_position_embeddings,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope_section},
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+            "tie_word_embeddings": True,
+        },
+        vision_config={
+            "depth": spec.vision_depth,
+            "hidden_size": spec.vision_hidden_size,
+            "intermediate_size": spec.vision_intermediate_size,
+            "num_heads": spec.vision_num_heads,
+            "out_hidden_size": spec.hidden_size,
+            "fullatt_block_indexes": [spec.vision_depth - 1],
+        },
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(spec.seed)
+    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32)
+    model.generation_config = GenerationConfig(
+        eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], do_sample=True
+    )
+    model.save_pretrained(output_dir, safe_serialization=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output_dir", nargs="?", default=None, help="target folder (default: the cache folder)")
+    parser.add_argument("--force", action="store_true", help="rebuild even if already built")
+    args = parser.parse_args(argv)
+    print(build_tiny_model(args.output_dir, force=args.force))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
