@@ -45,7 +45,23 @@ GUARD_SCRIPT = """
     const blockedOpen = function (url) { report('popup', url || 'about:blank'); return null; };
     Object.defineProperty(window, 'open', { value: blockedOpen, writable: false, configurable: false });
   }
-  window.addEventListener('beforeunload', () => { window.__asyncwebUnloading = true; }, true);
+  // Navigation-started flag read right after each action. Form submissions and link clicks schedule their
+  // navigation asynchronously, so they are flagged here (bubble phase, unless the page cancelled them).
+  const pending = () => { window.__asyncwebUnloading = true; };
+  window.addEventListener('beforeunload', pending, true);
+  window.addEventListener('click', (event) => {
+    if (event.defaultPrevented || !event.target || !event.target.closest) return;
+    const link = event.target.closest('a[href]');
+    if (!link || (link.target && link.target !== '_self') || link.hasAttribute('download')) return;
+    const url = new URL(link.href, location.href);
+    if (url.protocol === 'javascript:') return;
+    if (url.href.split('#')[0] === location.href.split('#')[0] && link.getAttribute('href').includes('#')) return;
+    pending();
+  }, false);
+  window.addEventListener('submit', (event) => {
+    const form = event.target;
+    if (!event.defaultPrevented && (!form.target || form.target === '_self')) pending();
+  }, false);
 })();
 """
 
