@@ -1,0 +1,100 @@
+"""Typed config of the agent loop: the ``asyncweb.agent`` node."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from verl.base_config import BaseConfig
+
+_PREFIX = "asyncweb.agent"
+
+
+def _check_int(key: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{_PREFIX}.{key} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{_PREFIX}.{key} must be >= {minimum}, got {value}")
+
+
+@dataclass
+class AgentConfig(BaseConfig):
+    """The ``asyncweb.agent`` node: context window, token limits, screenshot store and stuck detection.
+
+    Args:
+        history_images: Screenshots of the last ``history_images`` rounds (the current one included) are sent as
+            images; older rounds are summarised as text. AsyncWebRL keeps 1.
+        max_history_text_rounds: At most this many older rounds are summarised as text lines (oldest dropped
+            first); 0 sends no text history.
+        max_response_tokens: Generation limit per step, in tokens.
+        max_prompt_tokens: Prompt limit per step, in tokens; a longer prompt ends the episode as a context
+            overflow (a failure, REFERENCE.md "Fault handling").
+        screenshot_store_budget_bytes: Bytes the :class:`~verl_asyncweb.agent.screenshots.ScreenshotStore` may
+            hold; ``put`` waits (back-pressure) while the budget is full.
+        screenshot_store_name: Name of the store's Ray actor (one per job).
+        screenshot_put_timeout_s: How long a ``put`` may wait for budget before it fails with
+            :class:`~verl_asyncweb.agent.screenshots.ScreenshotStoreFull`.
+        screenshot_max_side: Longest image side in pixels; screenshots are stored as the env's JPEG bytes and
+            only down-scaled when larger.
+        stuck_repeat_limit: A step is stuck when the same action was repeated this many times in a row on an
+            unchanged screenshot.
+    """
+
+    history_images: int = 1
+    max_history_text_rounds: int = 8
+    max_response_tokens: int = 512
+    max_prompt_tokens: int = 4096
+    screenshot_store_budget_bytes: int = 512 * 1024 * 1024
+    screenshot_store_name: str = "asyncweb_screenshot_store"
+    screenshot_put_timeout_s: float = 120.0
+    screenshot_max_side: int = 1280
+    stuck_repeat_limit: int = 3
+
+    def __post_init__(self):
+        _check_int("history_images", self.history_images, 1)
+        _check_int("max_history_text_rounds", self.max_history_text_rounds, 0)
+        _check_int("max_response_tokens", self.max_response_tokens, 1)
+        _check_int("max_prompt_tokens", self.max_prompt_tokens, 1)
+        _check_int("screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
+        _check_int("screenshot_max_side", self.screenshot_max_side, 1)
+        _check_int("stuck_repeat_limit", self.stuck_repeat_limit, 2)
+        timeout = self.screenshot_put_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError(f"{_PREFIX}.screenshot_put_timeout_s must be a number > 0, got {timeout!r}")
+        if not isinstance(self.screenshot_store_name, str) or not self.screenshot_store_name.strip():
+            raise ValueError(
+                f"{_PREFIX}.screenshot_store_name must be a non-empty string, got {self.screenshot_store_name!r}"
+            )
+
+    @classmethod
+    def from_dict(cls, node: Mapping[str, Any] | None) -> AgentConfig:
+        """Build from a plain dict or a ``DictConfig`` node, rejecting unknown keys.
+
+        Args:
+            node: The ``asyncweb.agent`` node; ``None`` gives the defaults. ``_target_`` is ignored.
+
+        Returns:
+            The validated config.
+
+        Raises:
+            ValueError: On an unknown key or an invalid value.
+        """
+        if node is None:
+            return cls()
+        if isinstance(node, cls):
+            return node
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            if isinstance(node, DictConfig):
+                node = OmegaConf.to_container(node, resolve=True)
+        except ImportError:  # omegaconf comes with verl; plain dicts still work without it
+            pass
+        data = dict(node)
+        data.pop("_target_", None)
+        valid = sorted(f.name for f in fields(cls) if not f.name.startswith("_"))
+        unknown = sorted(set(data) - set(valid))
+        if unknown:
+            raise ValueError(f"{_PREFIX} has unknown keys {unknown}; valid keys are {valid}")
+        return cls(**data)
