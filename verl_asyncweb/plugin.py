@@ -2,6 +2,16 @@
 
 verl imports it in the driver and in every Ray worker when ``verl`` is imported. Each module below registers
 on its definitions with verl's own registries; nothing here starts a browser, Ray or any I/O.
+
+| module | registers |
+| --- | --- |
+| backends.cpu_platform | platform ``cpu`` |
+| backends.cpu_backend | FSDP engines for device ``cpu`` and the verl workarounds (only when ``VERL_PLATFORM=cpu``) |
+| backends.hf_replica | rollout replica ``hf`` |
+| backends.weight_sync | checkpoint engine ``ray_object_store`` |
+| algo.losses | policy loss ``decoupled_ppo`` |
+| algo.estimators | advantage estimators ``multistep_grpo``, ``multistep_reinforce``, ``raftpp`` |
 """
 
+from verl_asyncweb.algo import estimators, losses  # noqa: F401
 from verl_asyncweb.backends import cpu_backend, cpu_platform, hf_replica, weight_sync  # noqa: F401

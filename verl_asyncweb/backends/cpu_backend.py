@@ -26,6 +26,11 @@ def register_cpu_engines() -> None:
         EngineRegistry.register(model_type=model_type, backend=ENGINE_BACKENDS, device="cpu")(engine_cls)
 
 
-if cpu_platform_selected():
+def activate_cpu_backend() -> None:
+    """Register the CPU engines and apply the verl workarounds in this process; idempotent."""
     register_cpu_engines()
     apply_cpu_workarounds()
+
+
+if cpu_platform_selected():
+    activate_cpu_backend()

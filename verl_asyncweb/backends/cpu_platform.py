@@ -10,7 +10,6 @@ from types import ModuleType
 from typing import Any
 
 import torch
-
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 

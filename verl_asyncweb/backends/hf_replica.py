@@ -10,7 +10,6 @@ from typing import Any
 
 import ray
 import torch
-
 from verl.single_controller.ray import RayClassWithInitArgs
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry

@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
-
 from verl.workers.rollout.replica import TokenOutput
 
 logger = logging.getLogger(__name__)

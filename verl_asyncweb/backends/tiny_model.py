@@ -100,7 +100,9 @@ def train_tokenizer(spec: TinyModelSpec):
     return tokenizer
 
 
-def build_tiny_model(output_dir: str | Path | None = None, spec: TinyModelSpec | None = None, force: bool = False) -> Path:
+def build_tiny_model(
+    output_dir: str | Path | None = None, spec: TinyModelSpec | None = None, force: bool = False
+) -> Path:
     """Write tokenizer, processor and randomly initialised weights of a tiny Qwen2.5-VL to ``output_dir``.
 
     Args:

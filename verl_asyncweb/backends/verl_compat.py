@@ -57,7 +57,6 @@ def _patch_gloo_process_group() -> None:
 
 def _patch_cpu_resource_check() -> None:
     import ray
-
     from verl.single_controller.ray.base import ResourcePoolManager
 
     def check_cpu_resources(self) -> None:

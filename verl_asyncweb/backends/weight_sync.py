@@ -15,7 +15,6 @@ from typing import Any
 
 import ray
 import torch
-
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
 from verl.workers.rollout.utils import ensure_async_iterator
 

@@ -1,0 +1,83 @@
+"""Typed view of the ``asyncweb:`` node that every recipe carries next to verl's own trainer config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from verl.base_config import BaseConfig
+
+from verl_asyncweb.algo.config import AsyncWebAlgoConfig
+from verl_asyncweb.env.config import BrowserPoolConfig
+
+PLATFORMS = ("cpu", "auto")
+
+
+def _build(cls: type, prefix: str, values: Mapping[str, Any] | None):
+    """Construct dataclass ``cls`` from ``values``, naming unknown keys and the valid ones."""
+    values = dict(values or {})
+    valid = {f.name for f in fields(cls) if not f.name.startswith("_")}
+    unknown = sorted(set(values) - valid)
+    if unknown:
+        raise ValueError(f"{prefix} has unknown keys {unknown}; valid keys are {sorted(valid)}")
+    return cls(**values)
+
+
+@dataclass
+class TaskSetConfig(BaseConfig):
+    """Which tasks the run trains and validates on (``asyncweb.tasks``).
+
+    Args:
+        train: Task sources for training, each ``miniwob`` (all tasks), ``miniwob:NAME,NAME``, ``sites``
+            (the bundled offline sites), ``sites:TASK_ID,…`` or a path to a WebGym JSONL file.
+        val: Task sources for validation (same forms); empty means no validation set.
+        max_train_tasks: Keep at most this many training tasks (0 = all), chosen with ``seed``.
+        seed: Seed of task sampling and MiniWoB episode seeds.
+    """
+
+    train: list[str] = field(default_factory=lambda: ["sites"])
+    val: list[str] = field(default_factory=list)
+    max_train_tasks: int = 0
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.train:
+            raise ValueError("asyncweb.tasks.train must name at least one task source, got []")
+        if self.max_train_tasks < 0:
+            raise ValueError(f"asyncweb.tasks.max_train_tasks must be >= 0, got {self.max_train_tasks}")
+
+
+@dataclass
+class AsyncWebConfig(BaseConfig):
+    """The ``asyncweb:`` node.
+
+    Args:
+        recipe: Name of the recipe that produced this config (set by ``verl_asyncweb.main``).
+        platform: ``cpu`` selects this plugin's CPU backend in every process; ``auto`` keeps verl's own
+            accelerator detection (cuda, npu).
+        build_tiny_model: Build the offline tiny Qwen2.5-VL and use it as ``actor_rollout_ref.model.path``.
+        algo: Advantage estimator, step normalizer and behaviour-weight cap.
+        env: Browser pool.
+        tasks: Task sources.
+    """
+
+    recipe: str = ""
+    platform: str = "cpu"
+    build_tiny_model: bool = False
+    algo: AsyncWebAlgoConfig = field(default_factory=AsyncWebAlgoConfig)
+    env: BrowserPoolConfig = field(default_factory=BrowserPoolConfig)
+    tasks: TaskSetConfig = field(default_factory=TaskSetConfig)
+
+    def __post_init__(self):
+        if self.platform not in PLATFORMS:
+            raise ValueError(f"asyncweb.platform must be one of {list(PLATFORMS)}, got {self.platform!r}")
+
+    @classmethod
+    def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:
+        """Build and validate from the composed ``asyncweb`` node."""
+        values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+        sections = {"algo": AsyncWebAlgoConfig, "env": BrowserPoolConfig, "tasks": TaskSetConfig}
+        built = {name: _build(kind, f"asyncweb.{name}", values.pop(name, None)) for name, kind in sections.items()}
+        return _build(cls, "asyncweb", {**values, **built})

@@ -1,0 +1,196 @@
+"""``python -m verl_asyncweb.doctor``: is everything this plugin registers present, and can a run start here?
+
+verl imports plugins inside ``import verl`` and only logs a failure at debug level, so a broken install
+silently loses the loss, the agent loop or the CPU backend. This check looks them up in verl's registries in
+this process and in a Ray worker, and checks the browser, fonts, the verl workarounds and the model cache.
+``verl_asyncweb.main`` runs the registration part before it starts any worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+FIX_PLUGIN = (
+    "reinstall with `pip install -e .` (or `pip install verl_asyncweb`) and make sure VERL_USE_EXTERNAL_PLUGINS "
+    "is unset or includes `asyncweb`; `python -c 'import verl_asyncweb.plugin'` shows the import error"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str = ""
+
+
+def registration_checks(cpu: bool | None = None) -> list[Check]:
+    """Look up every registration of DESIGN section 1 in verl's registries of the current process."""
+    import verl  # noqa: F401  (loads the plugins)
+    from verl.checkpoint_engine.base import CheckpointEngineRegistry
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    cpu = cpu if cpu is not None else os.environ.get("VERL_PLATFORM", "").lower() == "cpu"
+    policy_losses = getattr(core_algos, "POLICY_LOSS_REGISTRY", {})
+    estimators = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", {})
+    wanted = {
+        "policy loss decoupled_ppo": "decoupled_ppo" in policy_losses,
+        "advantage estimator multistep_grpo": "multistep_grpo" in estimators,
+        "advantage estimator multistep_reinforce": "multistep_reinforce" in estimators,
+        "agent loop web_agent": "web_agent" in _agent_loop_registry,
+        "trainer asyncweb": "asyncweb" in TRAINER_REGISTRY,
+        "platform cpu": PlatformRegistry.get("cpu") is not None,
+        "rollout replica hf": "hf" in RolloutReplicaRegistry._registry,
+        "checkpoint engine ray_object_store": "ray_object_store" in CheckpointEngineRegistry._registry,
+    }
+    if cpu:
+        from verl.workers.engine import EngineRegistry
+
+        engines = EngineRegistry._engines.get("language_model", {}).get("fsdp2", {})
+        wanted["FSDP2 engine for device cpu"] = "cpu" in engines
+    return [Check(name, ok, "" if ok else "not registered", "" if ok else FIX_PLUGIN) for name, ok in wanted.items()]
+
+
+def _registration_checks_in_worker(cpu: bool) -> list[Check]:
+    return registration_checks(cpu)
+
+
+def worker_registration_checks(cpu: bool, timeout_s: float = 120.0) -> list[Check]:
+    """The same lookups inside a Ray worker process (Ray must be initialised)."""
+    import ray
+
+    remote = ray.remote(num_cpus=0)(_registration_checks_in_worker)
+    checks = ray.get(remote.remote(cpu), timeout=timeout_s)
+    return [Check(f"{c.name} (in a Ray worker)", c.ok, c.detail, c.fix) for c in checks]
+
+
+def environment_checks() -> list[Check]:
+    """Browser, fonts, model cache and the verl workarounds of the CPU backend."""
+    checks = []
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    checks.append(
+        Check(
+            "chromium browser",
+            chromium is not None,
+            chromium or "not on PATH",
+            "apt-get install -y chromium (playwright install cannot download here)",
+        )
+    )
+    fonts = _installed_fonts()
+    for family in ("Liberation Sans", "DejaVu Sans", "WenQuanYi Zen Hei"):
+        present = any(family.lower() in f for f in fonts)
+        package = {"Liberation Sans": "fonts-liberation", "DejaVu Sans": "fonts-dejavu-core"}.get(
+            family, "fonts-wqy-zenhei"
+        )
+        checks.append(Check(f"font {family}", present, "", f"apt-get install -y {package}"))
+    checks.append(_playwright_check())
+    checks.append(_model_cache_check())
+    checks.extend(_workaround_checks())
+    return checks
+
+
+def _installed_fonts() -> list[str]:
+    if shutil.which("fc-list") is None:
+        return []
+    result = subprocess.run(["fc-list", ":", "family"], capture_output=True, text=True, timeout=30, check=False)
+    return [line.lower() for line in result.stdout.splitlines()]
+
+
+def _playwright_check() -> Check:
+    try:
+        import playwright  # noqa: F401
+
+        return Check("playwright (python)", True)
+    except ImportError as exc:
+        return Check("playwright (python)", False, str(exc), "pip install playwright==1.65.2")
+
+
+def _model_cache_check() -> Check:
+    from verl_asyncweb.backends.tiny_model import DEFAULT_CACHE_DIR, TinyModelSpec
+
+    path = DEFAULT_CACHE_DIR / f"tiny-qwen2.5-vl-{TinyModelSpec().fingerprint()}"
+    built = (path / ".complete").exists()
+    return Check(
+        "tiny model cache",
+        True,
+        str(path) if built else f"not built yet (built on first CPU run at {path})",
+        "" if built else "python -m verl_asyncweb.backends.tiny_model",
+    )
+
+
+def _workaround_checks() -> list[Check]:
+    from verl_asyncweb.backends.verl_compat import WORKAROUNDS
+
+    checks = []
+    for workaround in WORKAROUNDS:
+        try:
+            needed = workaround.still_needed()
+            detail = "" if needed else "verl changed: the line this workaround targets is gone"
+        except (AttributeError, ImportError, OSError, TypeError) as exc:
+            needed, detail = False, f"cannot inspect {workaround.module}.{workaround.attribute}: {exc}"
+        checks.append(
+            Check(
+                f"verl workaround {workaround.name}",
+                needed,
+                detail,
+                "" if needed else "update verl_asyncweb/backends/verl_compat.py for this verl version",
+            )
+        )
+    return checks
+
+
+def format_report(checks: list[Check]) -> str:
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.ok else "FAIL"
+        line = f"[{mark}] {check.name}"
+        if check.detail:
+            line += f": {check.detail}"
+        if not check.ok and check.fix:
+            line += f"\n       fix: {check.fix}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Check the verl_asyncweb installation.")
+    parser.add_argument("--no-ray", action="store_true", help="skip the check inside a Ray worker")
+    parser.add_argument("--platform", default="cpu", choices=["cpu", "auto"], help="platform the run will use")
+    args = parser.parse_args(argv)
+    cpu = args.platform == "cpu"
+    if cpu:
+        os.environ.setdefault("VERL_PLATFORM", "cpu")
+    checks = registration_checks(cpu) + environment_checks()
+    if not args.no_ray:
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": _worker_env()}, log_to_driver=False)
+        try:
+            checks += worker_registration_checks(cpu)
+        finally:
+            ray.shutdown()
+    print(format_report(checks))
+    failed = [c for c in checks if not c.ok]
+    print(f"\n{len(checks) - len(failed)} ok, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def _worker_env() -> dict[str, str]:
+    keys = ("VERL_PLATFORM", "VERL_USE_EXTERNAL_PLUGINS")
+    return {key: os.environ[key] for key in keys if key in os.environ}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

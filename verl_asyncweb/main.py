@@ -1,0 +1,172 @@
+"""``python -m verl_asyncweb.main recipe=NAME key=value …``: compose a recipe and run verl's V1 trainer on it.
+
+Everything that can be checked without workers is checked first (recipe name, config keys, the ``asyncweb``
+node, the loss keys, every plugin registration in this process and in a Ray worker), so a mistake stops in
+seconds with one clear sentence. Then the run folder is prepared (resolved config, task data, metrics file of
+this attempt) and verl's own ``TaskRunnerV1`` runs the job. ``recipe=`` defaults to ``cpu_smoke``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_asyncweb.recipes_registry import DEFAULT_RECIPE, RecipeError, available_recipes, compose_recipe
+from verl_asyncweb.run_folder import RunFolder
+
+logger = logging.getLogger("verl_asyncweb.main")
+
+USAGE = "usage: python -m verl_asyncweb.main [recipe=NAME] [key=value ...]   (recipes: {recipes})"
+
+
+class SetupError(RuntimeError):
+    """A problem found before any worker starts; the message says what to change."""
+
+
+def split_argv(argv: list[str]) -> tuple[str, list[str]]:
+    """``recipe=NAME`` (default cpu_smoke) and the remaining Hydra overrides."""
+    recipe, overrides = DEFAULT_RECIPE, []
+    for arg in argv:
+        if arg.startswith("recipe="):
+            recipe = arg.split("=", 1)[1]
+        elif "=" not in arg:
+            raise SetupError(f"arguments must be key=value overrides, got {arg!r}")
+        else:
+            overrides.append(arg)
+    return recipe, overrides
+
+
+def load_config(argv: list[str]):
+    """Compose and validate; returns (config, typed asyncweb config). Raises SetupError or RecipeError."""
+    from verl_asyncweb.algo.verl_keys import check_verl_config
+    from verl_asyncweb.config.schema import AsyncWebConfig
+
+    recipe, overrides = split_argv(argv)
+    cfg = compose_recipe(recipe, overrides)
+    try:
+        asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
+        check_verl_config(cfg, asyncweb.algo)
+    except (TypeError, ValueError) as exc:
+        raise SetupError(str(exc)) from exc
+    return cfg, asyncweb
+
+
+def select_platform(asyncweb) -> None:
+    """Select the CPU backend in this process and (through the environment) in every Ray worker."""
+    if asyncweb.platform != "cpu":
+        return
+    os.environ["VERL_PLATFORM"] = "cpu"
+    from verl_asyncweb.backends.cpu_backend import activate_cpu_backend
+
+    activate_cpu_backend()
+
+
+def check_registrations(cpu: bool) -> None:
+    from verl_asyncweb.doctor import format_report, registration_checks
+
+    failed = [check for check in registration_checks(cpu) if not check.ok]
+    if failed:
+        raise SetupError("verl_asyncweb's verl registrations are missing:\n" + format_report(failed))
+
+
+def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
+    """Build the tiny model if asked and write the task data; fill in their paths in ``cfg``."""
+    from verl_asyncweb.task_dataset import load_task_sources, write_task_dataset
+
+    OmegaConf.set_struct(cfg, False)
+    if asyncweb.build_tiny_model:
+        from verl_asyncweb.backends.tiny_model import build_tiny_model
+
+        cfg.actor_rollout_ref.model.path = str(build_tiny_model())
+    tasks = asyncweb.tasks
+    try:
+        train = load_task_sources(tasks.train, seed=tasks.seed, max_tasks=tasks.max_train_tasks)
+        val = load_task_sources(tasks.val, seed=tasks.seed) if tasks.val else train[: max(1, len(train) // 4)]
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"asyncweb.tasks: {exc}") from exc
+    cfg.data.train_files = str(write_task_dataset(train, run.data_dir / "train.parquet"))
+    cfg.data.val_files = str(write_task_dataset(val, run.data_dir / "val.parquet"))
+    cfg.trainer.default_local_dir = str(run.root)
+    OmegaConf.set_struct(cfg, True)
+
+
+def worker_env(cfg: DictConfig, metrics_path: Path, run: RunFolder) -> dict[str, str]:
+    """Environment every Ray worker gets (on top of verl's own runtime env)."""
+    env = {
+        "VERL_FILE_LOGGER_PATH": str(metrics_path),
+        "TENSORBOARD_DIR": str(run.root / "tensorboard"),
+        "ASYNCWEB_RUN_DIR": str(run.root),
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    if os.environ.get("VERL_PLATFORM"):
+        env["VERL_PLATFORM"] = os.environ["VERL_PLATFORM"]
+    return env
+
+
+def start_ray(cfg: DictConfig, env: dict[str, str]) -> None:
+    import ray
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    runtime_env = get_ppo_ray_runtime_env(cfg)
+    runtime_env.setdefault("env_vars", {}).update(env)
+    runtime_env["env_vars"]["TRANSFER_QUEUE_ENABLE"] = "1"
+    ray_init = OmegaConf.to_container(cfg.ray_kwargs.get("ray_init", {}), resolve=True)
+    user_env = ray_init.pop("runtime_env", {}) or {}
+    runtime_env["env_vars"].update(user_env.get("env_vars", {}))
+    os.environ.update(env)
+    ray.init(**ray_init, runtime_env={**user_env, **runtime_env})
+
+
+def run(argv: list[str]) -> dict:
+    """Run one job; returns the summary written to the run folder."""
+    started_at = time.time()
+    cfg, asyncweb = load_config(argv)
+    select_platform(asyncweb)
+    cpu = asyncweb.platform == "cpu"
+    check_registrations(cpu)
+
+    run_folder = RunFolder(Path(cfg.trainer.default_local_dir).expanduser().resolve()).prepare()
+    prepare_inputs(cfg, asyncweb, run_folder)
+    metrics_path = run_folder.next_metrics_path()
+    run_folder.write_config(cfg)
+    logger.info("run folder %s (metrics: %s)", run_folder.root, metrics_path.name)
+
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    start_ray(cfg, worker_env(cfg, metrics_path, run_folder))
+    from verl_asyncweb.doctor import format_report, worker_registration_checks
+
+    failed = [check for check in worker_registration_checks(cpu) if not check.ok]
+    if failed:
+        raise SetupError("registrations are missing inside Ray workers:\n" + format_report(failed))
+    run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    return run_folder.write_summary(started_at, {"recipe": asyncweb.recipe, "metrics_file": metrics_path.name})
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print(USAGE.format(recipes=", ".join(available_recipes())))
+        return 0
+    try:
+        summary = run(argv)
+    except (RecipeError, SetupError) as exc:
+        print(f"verl_asyncweb: {exc}", file=sys.stderr)
+        return 2
+    print(f"verl_asyncweb: finished {summary['last_step']} steps in {summary['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The run folder: resolved config, metrics (one JSONL per attempt), task data, checkpoints and a final summary.
+
+Layout (``RUN_DIR`` = ``trainer.default_local_dir``)::
+
+    config.yaml                 resolved config of the latest attempt (no secrets: keys come from env vars)
+    metrics.jsonl               verl FileLogger lines {"step", "data"} of the first attempt
+    metrics.attempt-N.jsonl     the same for resumed attempts N = 1, 2, ... (verl truncates the file it opens)
+    data/train.parquet, data/val.parquet
+    episodes/episodes.jsonl     one record per finished episode, screenshots under episodes/screens/
+    global_step_K/              verl checkpoints
+    summary.json                written when a run finishes
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+_ATTEMPT = re.compile(r"^metrics\.attempt-(\d+)\.jsonl$")
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    root: Path
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def episodes_dir(self) -> Path:
+        return self.root / "episodes"
+
+    @property
+    def summary_path(self) -> Path:
+        return self.root / "summary.json"
+
+    def metrics_files(self) -> list[Path]:
+        """Metrics files oldest first."""
+        first = [self.root / "metrics.jsonl"] if (self.root / "metrics.jsonl").exists() else []
+        attempts = sorted(
+            (int(m.group(1)), p) for p in self.root.glob("metrics.attempt-*.jsonl") if (m := _ATTEMPT.match(p.name))
+        )
+        return first + [p for _, p in attempts]
+
+    def next_metrics_path(self) -> Path:
+        """Where this attempt logs: never a file an earlier attempt wrote."""
+        files = self.metrics_files()
+        if not files:
+            return self.root / "metrics.jsonl"
+        return self.root / f"metrics.attempt-{len(files)}.jsonl"
+
+    def prepare(self) -> RunFolder:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(exist_ok=True)
+        self.episodes_dir.mkdir(exist_ok=True)
+        return self
+
+    def write_config(self, cfg: DictConfig) -> None:
+        self.config_path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+
+    def read_metrics(self) -> dict[int, dict[str, float]]:
+        """Step → metrics over every attempt (later lines win); unreadable lines are skipped."""
+        steps: dict[int, dict[str, float]] = {}
+        for path in self.metrics_files():
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    record = json.loads(line)
+                    steps.setdefault(int(record["step"]), {}).update(record["data"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return steps
+
+    def write_summary(self, started_at: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        steps = self.read_metrics()
+        last_step = max(steps, default=0)
+        final = {k: v for k, v in steps.get(last_step, {}).items() if _finite(v)}
+        summary = {
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "wall_s": round(time.time() - started_at, 2),
+            "last_step": last_step,
+            "final_metrics": final,
+            **(extra or {}),
+        }
+        self.summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True))
+        return summary
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
