@@ -4,11 +4,12 @@ Each workaround names the verl line it works around, checks that the line is sti
 that fixes or moves it fails loudly in ``tests/backends/test_verl_compat.py`` instead of silently misbehaving),
 and is applied only when the ``cpu`` platform is selected: GPU deployments run verl untouched.
 
-| workaround | verl 0.9.1 behaviour on CPU |
-| --- | --- |
-| ``gloo_process_group`` | ``TrainingWorker.__init__`` calls ``initialize_global_process_group_ray()`` whose default backend string ``cpu:gloo,cpu:gloo`` torch rejects |
-| ``cpu_resource_check`` | ``ResourcePoolManager._check_resource_available`` counts only GPU/NPU and raises on a CPU cluster |
-| ``separate_async_logger`` | ``PPOTrainerSeparateAsync._setup`` calls ``logger.info(..., flush=True)``, a TypeError with INFO logging |
+- ``gloo_process_group``: ``TrainingWorker.__init__`` calls ``initialize_global_process_group_ray()``, whose
+  default backend string ``cpu:gloo,cpu:gloo`` torch rejects.
+- ``cpu_resource_check``: ``ResourcePoolManager._check_resource_available`` counts only GPU/NPU and raises on a
+  CPU cluster.
+- ``separate_async_logger``: ``PPOTrainerSeparateAsync._setup`` calls ``logger.info(..., flush=True)``, a
+  TypeError whenever INFO logging is on.
 """
 
 import inspect
