@@ -44,7 +44,9 @@ def compose_recipe(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Di
         with initialize_config_dir(config_dir=str(recipes_dir()), version_base=None):
             cfg = compose(config_name=name, overrides=[SEARCH_PATH_OVERRIDE, *overrides])
     except (HydraException, OmegaConfBaseException) as exc:
-        raise RecipeError(f"recipe {name!r} with overrides {list(overrides)} does not compose: {_first_lines(exc)}") from exc
+        raise RecipeError(
+            f"recipe {name!r} with overrides {list(overrides)} does not compose: {_first_lines(exc)}"
+        ) from exc
     OmegaConf.set_struct(cfg, False)
     cfg.asyncweb.recipe = name
     OmegaConf.set_struct(cfg, True)
