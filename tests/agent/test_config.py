@@ -1,0 +1,40 @@
+"""AgentConfig: defaults, validation messages, unknown keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from verl_asyncweb.agent.config import AgentConfig
+
+
+def test_agent_config_defaults_match_design():
+    config = AgentConfig()
+    assert config.history_images == 1 and config.max_history_text_rounds == 8
+    assert config.max_response_tokens == 512 and config.max_prompt_tokens == 4096
+    assert config.screenshot_store_budget_bytes == 512 * 1024 * 1024
+    assert config.screenshot_store_name == "asyncweb_screenshot_store"
+    assert config.screenshot_max_side == 1280 and config.stuck_repeat_limit == 3
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"history_images": 0}, "asyncweb.agent.history_images must be >= 1, got 0"),
+        ({"history_images": 1.5}, "asyncweb.agent.history_images must be an integer >= 1, got 1.5"),
+        ({"max_history_text_rounds": -1}, "asyncweb.agent.max_history_text_rounds must be >= 0, got -1"),
+        ({"max_prompt_tokens": 0}, "asyncweb.agent.max_prompt_tokens must be >= 1, got 0"),
+        ({"stuck_repeat_limit": 1}, "asyncweb.agent.stuck_repeat_limit must be >= 2, got 1"),
+        ({"screenshot_store_name": " "}, "asyncweb.agent.screenshot_store_name must be a non-empty string"),
+        ({"screenshot_put_timeout_s": 0}, "asyncweb.agent.screenshot_put_timeout_s must be a number > 0, got 0"),
+    ],
+)
+def test_agent_config_rejects_bad_values_with_key_and_value(overrides, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        AgentConfig(**overrides)
+
+
+def test_agent_config_from_dict_rejects_unknown_keys_and_lists_valid_ones():
+    assert AgentConfig.from_dict({"history_images": 2, "_target_": "x"}).history_images == 2
+    assert AgentConfig.from_dict(None) == AgentConfig()
+    with pytest.raises(ValueError, match=r"unknown keys \['history_image'\]; valid keys are \[.*'history_images'"):
+        AgentConfig.from_dict({"history_image": 2})
