@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+# verl first: importing verl loads this plugin; starting from one of our modules that imports verl would make
+# that plugin import circular (and verl swallows the ImportError).
+import verl  # noqa: F401, I001
 from omegaconf import DictConfig, OmegaConf
 
 from verl_asyncweb.recipes_registry import DEFAULT_RECIPE, RecipeError, available_recipes, compose_recipe
@@ -61,8 +64,14 @@ def select_platform(asyncweb) -> None:
     if asyncweb.platform != "cpu":
         return
     os.environ["VERL_PLATFORM"] = "cpu"
-    from verl_asyncweb.backends.cpu_backend import activate_cpu_backend
+    from verl.plugin.platform.platform_manager import get_platform, set_platform
 
+    from verl_asyncweb.backends.cpu_backend import activate_cpu_backend
+    from verl_asyncweb.backends.cpu_platform import PlatformCPU
+
+    # Composing the recipe imported verl, which may already have resolved another platform in this process.
+    if not isinstance(get_platform(), PlatformCPU):
+        set_platform(PlatformCPU())
     activate_cpu_backend()
 
 

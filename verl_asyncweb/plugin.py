@@ -11,7 +11,11 @@ on its definitions with verl's own registries; nothing here starts a browser, Ra
 | backends.weight_sync | checkpoint engine ``ray_object_store`` |
 | algo.losses | policy loss ``decoupled_ppo`` |
 | algo.estimators | advantage estimators ``multistep_grpo``, ``multistep_reinforce``, ``raftpp`` |
+| agent.loop | agent loop ``web_agent`` |
+| trainer.asyncweb_trainer | V1 trainer ``asyncweb`` |
 """
 
+from verl_asyncweb.agent import loop  # noqa: F401
 from verl_asyncweb.algo import estimators, losses  # noqa: F401
 from verl_asyncweb.backends import cpu_backend, cpu_platform, hf_replica, weight_sync  # noqa: F401
+from verl_asyncweb.trainer import asyncweb_trainer  # noqa: F401

@@ -37,6 +37,8 @@ class AgentConfig(BaseConfig):
             :class:`~verl_asyncweb.agent.screenshots.ScreenshotStoreFull`.
         screenshot_max_side: Longest image side in pixels; screenshots are stored as the env's JPEG bytes and
             only down-scaled when larger.
+        max_steps: Cap on every task's step budget (0 keeps each task's own ``max_steps``); small recipes use it
+            to bound episode length.
         stuck_repeat_limit: A step is stuck when the same action was repeated this many times in a row on an
             unchanged screenshot.
     """
@@ -49,6 +51,7 @@ class AgentConfig(BaseConfig):
     screenshot_store_name: str = "asyncweb_screenshot_store"
     screenshot_put_timeout_s: float = 120.0
     screenshot_max_side: int = 1280
+    max_steps: int = 0
     stuck_repeat_limit: int = 3
 
     def __post_init__(self):
@@ -56,6 +59,7 @@ class AgentConfig(BaseConfig):
         _check_int("max_history_text_rounds", self.max_history_text_rounds, 0)
         _check_int("max_response_tokens", self.max_response_tokens, 1)
         _check_int("max_prompt_tokens", self.max_prompt_tokens, 1)
+        _check_int("max_steps", self.max_steps, 0)
         _check_int("screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
         _check_int("screenshot_max_side", self.screenshot_max_side, 1)
         _check_int("stuck_repeat_limit", self.stuck_repeat_limit, 2)

@@ -44,6 +44,15 @@ class HFRolloutServer:
         self.processor = AutoProcessor.from_pretrained(model_path)
         self.model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).eval()
         self.response_length = response_length
+        # Vision placeholders are never model output: sampling one would break the prompt/feature alignment of
+        # the next step (a random or barely trained model does sample them). Log-probs stay those of the
+        # unmodified model, so the trainer's recomputation matches them.
+        config = self.model.config
+        self.suppressed_token_ids = [
+            token_id
+            for name in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+            if (token_id := getattr(config, name, None)) is not None
+        ]
         self.max_model_len = max_model_len
         self.weight_version = 0
         self.generator = torch.Generator().manual_seed(seed)
@@ -122,6 +131,7 @@ class HFRolloutServer:
             top_p=None if greedy else float(sampling_params.get("top_p", 1.0)),
             top_k=None if greedy or top_k <= 0 else top_k,
             stopping_criteria=[_AbortCriteria(self._abort_event)],
+            suppress_tokens=self.suppressed_token_ids or None,
             return_dict_in_generate=True,
             output_logits=True,
             eos_token_id=self.model.generation_config.eos_token_id,

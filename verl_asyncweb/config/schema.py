@@ -9,6 +9,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from verl.base_config import BaseConfig
 
+from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.algo.config import AsyncWebAlgoConfig
 from verl_asyncweb.env.config import BrowserPoolConfig
 
@@ -59,6 +60,7 @@ class AsyncWebConfig(BaseConfig):
             accelerator detection (cuda, npu).
         build_tiny_model: Build the offline tiny Qwen2.5-VL and use it as ``actor_rollout_ref.model.path``.
         algo: Advantage estimator, step normalizer and behaviour-weight cap.
+        agent: Context window, token limits and screenshot store of the ``web_agent`` loop.
         env: Browser pool.
         tasks: Task sources.
     """
@@ -67,6 +69,7 @@ class AsyncWebConfig(BaseConfig):
     platform: str = "cpu"
     build_tiny_model: bool = False
     algo: AsyncWebAlgoConfig = field(default_factory=AsyncWebAlgoConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     env: BrowserPoolConfig = field(default_factory=BrowserPoolConfig)
     tasks: TaskSetConfig = field(default_factory=TaskSetConfig)
 
@@ -78,6 +81,6 @@ class AsyncWebConfig(BaseConfig):
     def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:
         """Build and validate from the composed ``asyncweb`` node."""
         values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-        sections = {"algo": AsyncWebAlgoConfig, "env": BrowserPoolConfig, "tasks": TaskSetConfig}
+        sections = {"algo": AsyncWebAlgoConfig, "agent": AgentConfig, "env": BrowserPoolConfig, "tasks": TaskSetConfig}
         built = {name: _build(kind, f"asyncweb.{name}", values.pop(name, None)) for name, kind in sections.items()}
         return _build(cls, "asyncweb", {**values, **built})

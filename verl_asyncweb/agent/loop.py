@@ -1,0 +1,289 @@
+"""The ``web_agent`` agent loop: a multi-step visual web episode on the everlasting browser pool.
+
+verl's agent-loop worker instantiates this class per episode and awaits :meth:`WebAgentLoop.run`. Each step
+builds a prompt (system prompt, task, latest Memory/Progress, the last ``history_images`` screenshots, older
+rounds as text), generates through verl's ``server_manager``, parses the response, acts in Chromium, and emits
+ONE training sample (``AgentLoopOutput``) for that step. The episode's reward, set on every step, comes from the
+task's evaluator. Model mistakes become invalid steps; browser failures end the episode as failed-by-environment,
+which is raised so that verl drops the episode's group instead of training on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from verl_asyncweb.agent.config import AgentConfig
+from verl_asyncweb.agent.rollout_stats import stats_actor
+
+logger = logging.getLogger(__name__)
+
+AGENT_NAME = "web_agent"
+
+
+class EnvironmentFailure(RuntimeError):
+    """The browser failed during the episode: the episode is masked (not trained on, not scored)."""
+
+
+@dataclass
+class EpisodeState:
+    """What one episode accumulates step by step."""
+
+    traj_id: str
+    instruction: str
+    memory: dict | None = None
+    progress: dict | None = None
+    history: list = field(default_factory=list)
+    outputs: list[AgentLoopOutput] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    screenshots: list[bytes] = field(default_factory=list)
+    invalid_actions: int = 0
+    stuck_steps: int = 0
+    context_overflow: bool = False
+    answer: str | None = None
+
+
+class _SharedPool:
+    """One BrowserPool per agent-loop worker process, started on first use and kept for the whole run."""
+
+    pool = None
+    lock: asyncio.Lock | None = None
+
+    @classmethod
+    async def get(cls, env_config):
+        from verl_asyncweb.env import BrowserPool
+
+        if cls.lock is None:
+            cls.lock = asyncio.Lock()
+        async with cls.lock:
+            if cls.pool is None:
+                pool = BrowserPool(env_config)
+                await pool.start()
+                cls.pool = pool
+        return cls.pool
+
+
+def _image(data: bytes):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+@register(AGENT_NAME)
+class WebAgentLoop(AgentLoopBase):
+    """Runs one web episode and returns one ``AgentLoopOutput`` per step (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from verl_asyncweb.config.schema import AsyncWebConfig
+
+        node = self.config.get("asyncweb") if hasattr(self.config, "get") else None
+        asyncweb = AsyncWebConfig.from_config(node if node is not None else OmegaConf.create({}))
+        self.env_config = asyncweb.env
+        self.agent_config: AgentConfig = asyncweb.agent
+        self.prompt_length = self.rollout_config.prompt_length
+        self.response_length = self.rollout_config.response_length
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
+        from verl_asyncweb.task_dataset import task_from_json
+
+        extra_info = kwargs.get("extra_info") or {}
+        task = task_from_json(extra_info["task"])
+        pool = await _SharedPool.get(self.env_config)
+        state = EpisodeState(traj_id=f"{kwargs.get('uid', 'traj')}-{uuid.uuid4().hex[:8]}", instruction="")
+        started = time.time()
+        session = await pool.acquire()
+        try:
+            evaluation = await self._run_episode(pool, session, task, state, sampling_params)
+        finally:
+            await pool.release(session)
+        summary = self._summary(task, state, evaluation, started)
+        stats_actor().report_episode.remote(summary)
+        if evaluation.env_failed or evaluation.masked:
+            raise EnvironmentFailure(f"episode {state.traj_id} on {task.task_id}: {'; '.join(evaluation.reasons)}")
+        return self._finalize(state, task, evaluation)
+
+    async def _run_episode(self, pool, session, task, state: EpisodeState, sampling_params):
+        from verl_asyncweb.env import EvalResult
+
+        observation = await pool.reset(session, task)
+        if observation.env_failed:
+            return EvalResult(env_failed=True, reasons=[observation.error or "reset failed"])
+        state.instruction = observation.instruction or task.instruction
+        result = None
+        cap = self.agent_config.max_steps
+        for step_index in range(min(task.max_steps, cap) if cap else task.max_steps):
+            result = await self._step(pool, session, task, state, observation, step_index, sampling_params)
+            if result is None or result.env_failed:
+                break
+            observation = result.observation
+            if result.done:
+                break
+        if result is not None and result.env_failed:
+            return EvalResult(env_failed=True, reasons=[result.error or "environment failed"])
+        if state.context_overflow:
+            return EvalResult(reward=0.0, success=False, reasons=["context overflow"])
+        if result is not None and result.reward is not None:
+            return EvalResult(reward=float(result.reward), success=result.reward > 0, reasons=[result.info])
+        return await pool.evaluate(session, task, state.answer, state.screenshots)
+
+    async def _step(self, pool, session, task, state: EpisodeState, observation, step_index: int, sampling_params):
+        from verl_asyncweb.agent.prompts import StepRecord, build_messages
+        from verl_asyncweb.agent.response import merge_memory, parse_response
+
+        state.screenshots.append(observation.screenshot)
+        messages, image_bytes = build_messages(
+            state.instruction,
+            state.memory,
+            state.progress,
+            state.history,
+            observation.screenshot,
+            history_images=self.agent_config.history_images,
+            max_history_text_rounds=self.agent_config.max_history_text_rounds,
+        )
+        images = [_image(blob) for blob in image_bytes]
+        prompt_ids = await self._prompt_ids(messages, images)
+        if prompt_ids is None:
+            state.context_overflow = True
+            return None
+        generate_start = time.time()
+        output = await self.server_manager.generate(
+            request_id=uuid.uuid4().hex,
+            prompt_ids=prompt_ids,
+            sampling_params={**sampling_params, "max_tokens": self.response_length},
+            image_data=images,
+        )
+        stats_actor().report_generation.remote(generate_start, time.time())
+        response_ids = list(output.token_ids)[: self.response_length]
+        log_probs = list(output.log_probs or [])[: len(response_ids)]
+        text = self.tokenizer.decode(response_ids, skip_special_tokens=True)
+        parsed = parse_response(
+            text,
+            coordinate_mode=self.env_config.coordinate_mode,
+            viewport=(self.env_config.viewport_width, self.env_config.viewport_height),
+        )
+        version = output.extra_fields.get("max_global_steps", output.extra_fields.get("global_steps")) or 0
+        state.versions.append(int(version))
+        state.memory = merge_memory(state.memory, parsed.memory)
+        state.progress = parsed.progress if parsed.progress is not None else state.progress
+        action = parsed.action
+        result = await pool.step(session, action)
+        state.invalid_actions += int(result.invalid_action)
+        if action is not None and action.valid and action.action is not None:
+            answer = getattr(action.action, "text", None)
+            if type(action.action).__name__ == "Answer":
+                state.answer = answer
+        stuck = self._is_stuck(state, observation.screenshot, parsed.tool_call_text)
+        state.stuck_steps += int(stuck)
+        state.history.append(
+            StepRecord(
+                step_index=step_index,
+                intention=parsed.intention,
+                action_text=parsed.action_text or parsed.tool_call_text,
+                action_result=result.info,
+                screenshot=observation.screenshot,
+                invalid_reason=result.info if result.invalid_action else None,
+            )
+        )
+        state.steps.append(
+            {
+                "step_index": step_index,
+                "screenshot_sha256": hashlib.sha256(observation.screenshot).hexdigest(),
+                "policy_version": int(version),
+                "intention": parsed.intention,
+                "memory": parsed.memory if parsed.memory is not None else parsed.memory_raw,
+                "progress": parsed.progress if parsed.progress is not None else parsed.progress_raw,
+                "action_text": parsed.tool_call_text,
+                "action_result": result.info,
+                "invalid_reason": result.info if result.invalid_action else None,
+                "response_tokens": len(response_ids),
+                "stuck": stuck,
+            }
+        )
+        state.outputs.append(
+            AgentLoopOutput(
+                prompt_ids=prompt_ids,
+                response_ids=response_ids,
+                response_mask=[1] * len(response_ids),
+                response_logprobs=log_probs if len(log_probs) == len(response_ids) else None,
+                multi_modal_data={"images": images},
+                num_turns=2,
+                metrics=AgentLoopMetrics(),
+                extra_fields={"step_index": step_index, "policy_version": int(version)},
+            )
+        )
+        return result
+
+    async def _prompt_ids(self, messages: list[dict], images: list) -> list[int] | None:
+        try:
+            prompt_ids = await self.ct_build_initial_tokens(messages, images=images)
+        except ValueError as exc:
+            if "exceeding" in str(exc):
+                return None
+            raise
+        limit = min(self.prompt_length, self.agent_config.max_prompt_tokens)
+        return None if len(prompt_ids) > limit else prompt_ids
+
+    @staticmethod
+    def _is_stuck(state: EpisodeState, screenshot: bytes, tool_call: str) -> bool:
+        if len(state.screenshots) < 2 or len(state.history) < 2:
+            return False
+        previous = state.history[-2]
+        return state.screenshots[-2] == screenshot and previous.action_text == state.history[-1].action_text
+
+    def _finalize(self, state: EpisodeState, task, evaluation) -> list[AgentLoopOutput]:
+        """Same reward and trajectory fields on every step-sample; versions span the whole episode."""
+        num_steps = len(state.outputs)
+        for output in state.outputs:
+            output.reward_score = float(evaluation.reward)
+            output.extra_fields.update(
+                {
+                    "traj_id": state.traj_id,
+                    "traj_num_steps": num_steps,
+                    "task_id": task.task_id,
+                    "difficulty": task.difficulty,
+                    "min_global_steps": min(state.versions, default=0),
+                    "max_global_steps": max(state.versions, default=0),
+                    "reward_extra_info": {"success": float(evaluation.success)},
+                }
+            )
+        return state.outputs
+
+    def _summary(self, task, state: EpisodeState, evaluation, started: float) -> dict[str, Any]:
+        from verl_asyncweb.agent.memory import analyze_memory
+
+        memory_stats = [analyze_memory(step["memory"]) for step in state.steps]
+        return {
+            "traj_id": state.traj_id,
+            "task_id": task.task_id,
+            "instruction": state.instruction,
+            "source": task.source,
+            "difficulty": task.difficulty,
+            "difficulty_slice": task.slice,
+            "reward": float(evaluation.reward),
+            "success": bool(evaluation.success),
+            "env_failed": bool(evaluation.masked),
+            "evaluator_reasons": list(evaluation.reasons),
+            "num_steps": len(state.steps),
+            "invalid_actions": state.invalid_actions,
+            "stuck_steps": state.stuck_steps,
+            "context_overflow": state.context_overflow,
+            "policy_versions": list(state.versions),
+            "memory_json_bytes": [m.json_bytes for m in memory_stats],
+            "memory_key_counts": [m.key_count for m in memory_stats],
+            "memory_generic_ratio": [m.generic_key_ratio for m in memory_stats],
+            "memory_key_sets": [sorted(m.keys) for m in memory_stats],
+            "steps": state.steps,
+            "started_at": started,
+            "finished_at": time.time(),
+        }

@@ -1,0 +1,61 @@
+"""A small named Ray actor where agent-loop workers report finished episodes and the trainer drains them.
+
+Env-failed episodes never reach the training batch (verl drops their group), so their counts, and the
+behaviour metrics of every episode, travel here instead. Reports are small dicts (no images).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import ray
+
+logger = logging.getLogger(__name__)
+
+STATS_ACTOR_NAME = "asyncweb_rollout_stats"
+_MAX_PENDING = 100_000
+
+
+@ray.remote(num_cpus=0)
+class RolloutStats:
+    """Collects episode summaries and generation intervals until the trainer drains them."""
+
+    def __init__(self) -> None:
+        self._episodes: list[dict[str, Any]] = []
+        self._intervals: list[tuple[float, float]] = []
+        self._totals = {"episodes": 0, "env_failures": 0, "episode_errors": 0}
+        self.started_at = time.time()
+
+    def report_episode(self, summary: dict[str, Any]) -> None:
+        self._totals["episodes"] += 1
+        self._totals["env_failures"] += int(bool(summary.get("env_failed")))
+        if len(self._episodes) < _MAX_PENDING:
+            self._episodes.append(summary)
+
+    def report_error(self) -> None:
+        self._totals["episode_errors"] += 1
+
+    def report_generation(self, start: float, end: float) -> None:
+        if len(self._intervals) < _MAX_PENDING:
+            self._intervals.append((start, end))
+
+    def drain(self) -> dict[str, Any]:
+        episodes, intervals = self._episodes, self._intervals
+        self._episodes, self._intervals = [], []
+        return {"episodes": episodes, "intervals": intervals, "totals": dict(self._totals)}
+
+    def totals(self) -> dict[str, int]:
+        return dict(self._totals)
+
+
+_handle = None
+
+
+def stats_actor():
+    """Get or create the job's stats actor; the handle is cached per process."""
+    global _handle
+    if _handle is None:
+        _handle = RolloutStats.options(name=STATS_ACTOR_NAME, get_if_exists=True).remote()
+    return _handle

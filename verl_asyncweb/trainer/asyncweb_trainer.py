@@ -1,0 +1,105 @@
+"""The ``asyncweb`` trainer: verl's separate-async V1 trainer with multi-step web-agent advantages and metrics.
+
+Rollout (agent-loop workers, ``hf``/vLLM servers, the browser pool) runs continuously next to training; verl's
+replay buffer applies the episode-level staleness bound (``trainer.v1.sampler.max_off_policy_threshold``), the
+trainer recomputes pi_prox before each update and syncs weights every ``parameter_sync_step`` updates. This
+subclass changes three named hooks:
+
+- ``_compute_advantage``: one advantage per trajectory (group = task, steps deduplicated by trajectory id)
+  with the 1/|tau| or 1/k step normalizer, broadcast to every token of every step-sample;
+- ``on_step_end``: in ``asyncweb.trainer.mode=sync`` the rollout is paused while training (WebGym's way);
+- ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import transfer_queue as tq
+from tensordict import TensorDict
+from transfer_queue import KVBatchMeta
+from verl.protocol import DataProto
+from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
+from verl.workers.utils.padding import response_to_nested
+
+from verl_asyncweb.algo.trajectories import compute_multistep_advantages_for_batch, traj_ids_from_batch_keys
+
+logger = logging.getLogger(__name__)
+
+TRAINER_NAME = "asyncweb"
+
+
+@register_trainer(TRAINER_NAME)
+class AsyncWebTrainer(PPOTrainerSeparateAsync):
+    """See the module docstring."""
+
+    def __init__(self, config):
+        from verl_asyncweb.config.schema import AsyncWebConfig
+
+        self.asyncweb = AsyncWebConfig.from_config(config.asyncweb)
+        super().__init__(config)
+        self._started_at = time.time()
+        self._episode_log = None
+
+    # ------------------------------------------------------------------ advantages
+
+    def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs"]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        response_mask = data["response_mask"]
+        data = DataProto(batch=data.to_padded_tensor())
+        uid = data.batch.pop("uid").tolist()
+
+        correction = self.config.algorithm.get("rollout_correction", None)
+        use_correction = correction is not None and not correction.get("bypass_mode", False)
+        if use_correction and "rollout_log_probs" in data.batch:
+            data, is_metrics = compute_rollout_correction_and_add_to_batch(data, correction)
+            metrics.update(is_metrics)
+
+        _, traj_ids, _ = traj_ids_from_batch_keys(batch.keys)
+        result = compute_multistep_advantages_for_batch(
+            token_level_rewards=data.batch["rm_scores"],
+            response_mask=data.batch["response_mask"],
+            uid=uid,
+            traj_id=traj_ids,
+            config=self.asyncweb.algo,
+        )
+        metrics.update(result.metrics)
+        output = {"advantages": result.advantages, "returns": result.returns}
+        if use_correction:
+            output["response_mask"] = data.batch["response_mask"]
+            if "rollout_is_weights" in data.batch:
+                output["rollout_is_weights"] = data.batch["rollout_is_weights"]
+        nested = {name: response_to_nested(value, response_mask) for name, value in output.items()}
+        return tq.kv_batch_put(
+            keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(nested, batch_size=len(batch))
+        )
+
+    # ------------------------------------------------------------------ timing of the update
+
+    def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        start = time.time()
+        batch = super()._update_actor(batch, metrics)
+        self._last_update_interval = (start, time.time())
+        return batch
+
+    # ------------------------------------------------------------------ metrics
+
+    def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        from verl_asyncweb.trainer.episode_metrics import drain_episode_metrics
+
+        tags = [tag for tag in batch.tags if not tag.get("is_padding", False)]
+        lags = np.array([global_steps - 1 - int(tag.get("min_global_steps") or 0) for tag in tags], dtype=float)
+        if len(lags):
+            metrics["asyncweb/policy_lag/mean"] = float(lags.mean())
+            metrics["asyncweb/policy_lag/max"] = float(lags.max())
+        metrics.update(drain_episode_metrics(self, global_steps))
+        step_s, wait_s = timing_raw.get("step", 0.0), timing_raw.get("gen", 0.0)
+        if step_s > 0:
+            metrics["asyncweb/trainer_idle_frac"] = wait_s / step_s
+        metrics["asyncweb/wall_s"] = time.time() - self._started_at
