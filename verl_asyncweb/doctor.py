@@ -35,32 +35,43 @@ class Check:
 def registration_checks(cpu: bool | None = None) -> list[Check]:
     """Look up every registration of DESIGN section 1 in verl's registries of the current process."""
     import verl  # noqa: F401  (loads the plugins)
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+
+    cpu = cpu if cpu is not None else os.environ.get("VERL_PLATFORM", "").lower() == "cpu"
+    found = {"platform cpu": PlatformRegistry.get("cpu") is not None}
+    # Without our platform, verl modules that resolve the platform at import would raise on VERL_PLATFORM=cpu;
+    # look the rest up under verl's default detection so that the report still names every missing piece.
+    requested = os.environ.pop("VERL_PLATFORM", None) if not found["platform cpu"] else None
+    try:
+        found.update(_registry_lookups(cpu and found["platform cpu"]))
+    finally:
+        if requested is not None:
+            os.environ["VERL_PLATFORM"] = requested
+    return [Check(name, ok, "" if ok else "not registered", "" if ok else FIX_PLUGIN) for name, ok in found.items()]
+
+
+def _registry_lookups(cpu_engines: bool) -> dict[str, bool]:
     from verl.checkpoint_engine.base import CheckpointEngineRegistry
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
-    from verl.plugin.platform.platform_manager import PlatformRegistry
     from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-    cpu = cpu if cpu is not None else os.environ.get("VERL_PLATFORM", "").lower() == "cpu"
-    policy_losses = getattr(core_algos, "POLICY_LOSS_REGISTRY", {})
-    estimators = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", {})
-    wanted = {
-        "policy loss decoupled_ppo": "decoupled_ppo" in policy_losses,
-        "advantage estimator multistep_grpo": "multistep_grpo" in estimators,
-        "advantage estimator multistep_reinforce": "multistep_reinforce" in estimators,
+    found = {
+        "policy loss decoupled_ppo": "decoupled_ppo" in core_algos.POLICY_LOSS_REGISTRY,
+        "advantage estimator multistep_grpo": "multistep_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY,
+        "advantage estimator multistep_reinforce": "multistep_reinforce" in core_algos.ADV_ESTIMATOR_REGISTRY,
         "agent loop web_agent": "web_agent" in _agent_loop_registry,
         "trainer asyncweb": "asyncweb" in TRAINER_REGISTRY,
-        "platform cpu": PlatformRegistry.get("cpu") is not None,
         "rollout replica hf": "hf" in RolloutReplicaRegistry._registry,
         "checkpoint engine ray_object_store": "ray_object_store" in CheckpointEngineRegistry._registry,
     }
-    if cpu:
+    if cpu_engines:
         from verl.workers.engine import EngineRegistry
 
         engines = EngineRegistry._engines.get("language_model", {}).get("fsdp2", {})
-        wanted["FSDP2 engine for device cpu"] = "cpu" in engines
-    return [Check(name, ok, "" if ok else "not registered", "" if ok else FIX_PLUGIN) for name, ok in wanted.items()]
+        found["FSDP2 engine for device cpu"] = "cpu" in engines
+    return found
 
 
 def _registration_checks_in_worker(cpu: bool) -> list[Check]:

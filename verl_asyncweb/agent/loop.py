@@ -60,14 +60,14 @@ class _SharedPool:
     lock: asyncio.Lock | None = None
 
     @classmethod
-    async def get(cls, env_config):
-        from verl_asyncweb.env import BrowserPool
+    async def get(cls, env_config, judge_config=None):
+        from verl_asyncweb.env import BrowserPool, RubricJudge
 
         if cls.lock is None:
             cls.lock = asyncio.Lock()
         async with cls.lock:
             if cls.pool is None:
-                pool = BrowserPool(env_config)
+                pool = BrowserPool(env_config, judge=RubricJudge(judge_config) if judge_config else None)
                 await pool.start()
                 cls.pool = pool
         return cls.pool
@@ -90,6 +90,7 @@ class WebAgentLoop(AgentLoopBase):
         node = self.config.get("asyncweb") if hasattr(self.config, "get") else None
         asyncweb = AsyncWebConfig.from_config(node if node is not None else OmegaConf.create({}))
         self.env_config = asyncweb.env
+        self.judge_config = asyncweb.judge
         self.agent_config: AgentConfig = asyncweb.agent
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
@@ -99,7 +100,7 @@ class WebAgentLoop(AgentLoopBase):
 
         extra_info = kwargs.get("extra_info") or {}
         task = task_from_json(extra_info["task"])
-        pool = await _SharedPool.get(self.env_config)
+        pool = await _SharedPool.get(self.env_config, self.judge_config)
         state = EpisodeState(traj_id=f"{kwargs.get('uid', 'traj')}-{uuid.uuid4().hex[:8]}", instruction="")
         started = time.time()
         session = await pool.acquire()

@@ -154,6 +154,15 @@ class HFRolloutServer:
             inputs["mm_token_type_ids"] = torch.tensor(self.processor.create_mm_token_type_ids(input_ids.tolist()))
         return inputs
 
+    async def next_token_logits(self, prompt_ids: list[int], image_data: list[Any] | None = None) -> torch.Tensor:
+        """Logits of the next token after ``prompt_ids`` under the current weights, shape (vocab,)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._next_token_logits_blocking, prompt_ids, image_data)
+
+    @torch.no_grad()
+    def _next_token_logits_blocking(self, prompt_ids: list[int], image_data: list[Any] | None) -> torch.Tensor:
+        return self.model(**self._model_inputs(list(prompt_ids), image_data)).logits[0, -1].float().clone()
+
     # ------------------------------------------------------------------ weights
 
     async def load_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 VERL_VERSION_WRITTEN_FOR = "0.9.1"
 _applied: set[str] = set()
+_originals: dict[str, object] = {}
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,16 @@ class Workaround:
     expected_source: str
     apply: Callable[[], None]
 
-    def target_source(self) -> str:
+    def target(self):
         import importlib
 
         module = importlib.import_module(self.module)
         owner, _, member = self.attribute.rpartition(".")
-        target = getattr(getattr(module, owner), member) if owner else getattr(module, member)
-        return inspect.getsource(target)
+        return getattr(getattr(module, owner), member) if owner else getattr(module, member)
+
+    def target_source(self) -> str:
+        """Source of verl's own target (as it was before this workaround replaced it, if it did)."""
+        return inspect.getsource(_originals.get(self.name) or self.target())
 
     def still_needed(self) -> bool:
         return self.expected_source in self.target_source()
@@ -131,6 +135,7 @@ def apply_cpu_workarounds() -> list[str]:
         )
     for workaround in WORKAROUNDS:
         if workaround.name not in _applied:
+            _originals[workaround.name] = workaround.target()
             workaround.apply()
             _applied.add(workaround.name)
     return sorted(_applied)

@@ -11,9 +11,10 @@ from verl.base_config import BaseConfig
 
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.algo.config import AsyncWebAlgoConfig
-from verl_asyncweb.env.config import BrowserPoolConfig
+from verl_asyncweb.env.config import BrowserPoolConfig, JudgeConfig
 
 PLATFORMS = ("cpu", "auto")
+ROLLOUT_MODES = ("async", "sync")
 
 
 def _build(cls: type, prefix: str, values: Mapping[str, Any] | None):
@@ -59,23 +60,30 @@ class AsyncWebConfig(BaseConfig):
         platform: ``cpu`` selects this plugin's CPU backend in every process; ``auto`` keeps verl's own
             accelerator detection (cuda, npu).
         build_tiny_model: Build the offline tiny Qwen2.5-VL and use it as ``actor_rollout_ref.model.path``.
+        rollout_mode: ``async`` overlaps rollout with training (the paper); ``sync`` pauses generation from the
+            moment a batch is sampled until the new weights are synced (WebGym's synchronous baseline).
         algo: Advantage estimator, step normalizer and behaviour-weight cap.
         agent: Context window, token limits and screenshot store of the ``web_agent`` loop.
         env: Browser pool.
+        judge: The WebGym rubric judge (an OpenAI-compatible endpoint); needed only for WebGym tasks.
         tasks: Task sources.
     """
 
     recipe: str = ""
     platform: str = "cpu"
     build_tiny_model: bool = False
+    rollout_mode: str = "async"
     algo: AsyncWebAlgoConfig = field(default_factory=AsyncWebAlgoConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     env: BrowserPoolConfig = field(default_factory=BrowserPoolConfig)
+    judge: JudgeConfig | None = None
     tasks: TaskSetConfig = field(default_factory=TaskSetConfig)
 
     def __post_init__(self):
         if self.platform not in PLATFORMS:
             raise ValueError(f"asyncweb.platform must be one of {list(PLATFORMS)}, got {self.platform!r}")
+        if self.rollout_mode not in ROLLOUT_MODES:
+            raise ValueError(f"asyncweb.rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
 
     @classmethod
     def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:
@@ -83,4 +91,6 @@ class AsyncWebConfig(BaseConfig):
         values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
         sections = {"algo": AsyncWebAlgoConfig, "agent": AgentConfig, "env": BrowserPoolConfig, "tasks": TaskSetConfig}
         built = {name: _build(kind, f"asyncweb.{name}", values.pop(name, None)) for name, kind in sections.items()}
+        judge = values.pop("judge", None)
+        built["judge"] = _build(JudgeConfig, "asyncweb.judge", judge) if judge is not None else None
         return _build(cls, "asyncweb", {**values, **built})

@@ -7,7 +7,8 @@ subclass changes three named hooks:
 
 - ``_compute_advantage``: one advantage per trajectory (group = task, steps deduplicated by trajectory id)
   with the 1/|tau| or 1/k step normalizer, broadcast to every token of every step-sample;
-- ``on_step_end``: in ``asyncweb.trainer.mode=sync`` the rollout is paused while training (WebGym's way);
+- ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` generation pauses while training (WebGym's way) and
+  resumes with the weight sync of ``on_step_end``;
 - ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step.
 """
 
@@ -78,6 +79,14 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         return tq.kv_batch_put(
             keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(nested, batch_size=len(batch))
         )
+
+    # ------------------------------------------------------------------ sync baseline
+
+    def on_sample_end(self):
+        super().on_sample_end()
+        if self.asyncweb.rollout_mode == "sync":
+            # Hold every generation request until on_step_end's weight sync resumes the servers.
+            self.standalone_checkpoint_manager.abort_replicas()
 
     # ------------------------------------------------------------------ timing of the update
 

@@ -1,0 +1,97 @@
+"""The hf rollout server: its log-probs are pi_behave, so they must equal a teacher-forced forward pass."""
+
+import asyncio
+import io
+
+import pytest
+import torch
+from PIL import Image
+
+from verl_asyncweb.backends.hf_server import HFRolloutServer
+
+TEMPERATURE = 0.7
+
+
+def _screenshot() -> Image.Image:
+    image = Image.new("RGB", (320, 200), (240, 240, 240))
+    for x in range(0, 320, 40):
+        image.paste((30, 90, 200), (x, 50, x + 20, 90))
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=80)
+    return Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+
+
+def _prompt(server: HFRolloutServer, with_image: bool) -> tuple[list[int], list[Image.Image] | None]:
+    content = [{"type": "text", "text": "Click the blue button."}]
+    images = None
+    if with_image:
+        content.insert(0, {"type": "image"})
+        images = [_screenshot()]
+    text = server.processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    inputs = server.processor(text=[text], images=images, return_tensors="pt")
+    return inputs["input_ids"][0].tolist(), images
+
+
+@torch.no_grad()
+def _teacher_forced_log_probs(server, prompt_ids, response_ids, images) -> torch.Tensor:
+    input_ids = prompt_ids + response_ids
+    inputs = server._model_inputs(input_ids, images)
+    logits = server.model(**inputs).logits[0].float()
+    positions = torch.arange(len(prompt_ids) - 1, len(input_ids) - 1)
+    log_probs = torch.log_softmax(logits[positions] / TEMPERATURE, dim=-1)
+    return log_probs.gather(-1, torch.tensor(response_ids).unsqueeze(-1)).squeeze(-1)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_path):
+    return HFRolloutServer(str(tiny_model_path), response_length=24, max_model_len=4096, seed=3)
+
+
+@pytest.mark.parametrize("with_image", [False, True], ids=["text", "image"])
+def test_hf_server_log_probs_match_teacher_forced_forward(server, with_image):
+    prompt_ids, images = _prompt(server, with_image)
+    output = asyncio.run(
+        server.generate(
+            prompt_ids=prompt_ids,
+            sampling_params={"temperature": TEMPERATURE, "max_tokens": 24},
+            request_id="r1",
+            image_data=images,
+        )
+    )
+    assert output.stop_reason == "completed"
+    assert 0 < len(output.token_ids) == len(output.log_probs) <= 24
+    expected = _teacher_forced_log_probs(server, prompt_ids, output.token_ids, images)
+    torch.testing.assert_close(torch.tensor(output.log_probs), expected, atol=1e-4, rtol=0)
+
+
+def test_hf_server_never_samples_vision_placeholders(server):
+    prompt_ids, images = _prompt(server, with_image=True)
+    for seed in range(3):
+        server.generator.manual_seed(seed)
+        output = asyncio.run(
+            server.generate(prompt_ids, {"temperature": 1.5, "max_tokens": 24}, f"r{seed}", image_data=images)
+        )
+        assert not set(output.token_ids) & set(server.suppressed_token_ids)
+
+
+def test_hf_server_abort_returns_partial_output_and_resume_reopens(server):
+    async def scenario():
+        prompt_ids, _ = _prompt(server, with_image=False)
+        await server.abort_all_requests()
+        pending = asyncio.create_task(server.generate(prompt_ids, {"temperature": 1.0, "max_tokens": 8}, "held"))
+        await asyncio.sleep(0.2)
+        assert not pending.done(), "a request arriving while generation is paused must wait for resume"
+        await server.resume_generation()
+        resumed = await asyncio.wait_for(pending, timeout=60)
+        return resumed
+
+    resumed = asyncio.run(scenario())
+    assert resumed.stop_reason == "completed"
+    assert resumed.extra_fields["global_steps"] == server.weight_version
+
+
+def test_hf_server_rejects_unknown_weights_with_clear_error(server):
+    with pytest.raises(ValueError, match="does not have"):
+        asyncio.run(server.load_weights({"not.a.parameter": torch.zeros(1)}, global_steps=1))

@@ -1,0 +1,63 @@
+"""Every registration arrives through verl's plugin loading, in the driver and in Ray workers."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import ray
+
+from verl_asyncweb.doctor import registration_checks, worker_registration_checks
+
+pytestmark = pytest.mark.ray
+
+
+def test_registrations_present_in_driver_and_point_at_our_code():
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
+
+    from verl_asyncweb.agent.loop import WebAgentLoop
+    from verl_asyncweb.algo.losses import compute_policy_loss_decoupled_ppo
+    from verl_asyncweb.trainer.asyncweb_trainer import AsyncWebTrainer
+
+    failed = [c.name for c in registration_checks(cpu=True) if not c.ok]
+    assert failed == []
+    assert core_algos.get_policy_loss_fn("decoupled_ppo") is compute_policy_loss_decoupled_ppo
+    assert get_trainer_cls("asyncweb") is AsyncWebTrainer
+    assert _agent_loop_registry["web_agent"]["_target_"] == "verl_asyncweb.agent.loop.WebAgentLoop"
+    assert WebAgentLoop.__module__ == "verl_asyncweb.agent.loop"
+
+
+def test_registrations_present_inside_a_ray_worker(ray_cluster):
+    checks = worker_registration_checks(cpu=True, timeout_s=120)
+    assert [c.name for c in checks if not c.ok] == []
+    assert len(checks) >= 9
+
+
+def test_ray_worker_is_another_process(ray_cluster):
+    from verl_asyncweb.agent.rollout_stats import RolloutStats
+
+    stats = RolloutStats.remote()
+    try:
+        worker_pid = ray.get(stats.__ray_call__.remote(lambda actor: os.getpid()), timeout=60)
+    finally:
+        ray.kill(stats)
+    assert worker_pid != os.getpid()
+
+
+def test_plugin_loading_off_means_no_registrations_and_doctor_fails_clearly():
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none", "VERL_PLATFORM": "cpu"}
+    probe = (
+        "import verl; from verl.trainer.ppo import core_algos;print('decoupled_ppo' in core_algos.POLICY_LOSS_REGISTRY)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+    doctor = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.doctor", "--no-ray"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert doctor.returncode == 1
+    assert "[FAIL] policy loss decoupled_ppo: not registered" in doctor.stdout
+    assert "VERL_USE_EXTERNAL_PLUGINS" in doctor.stdout

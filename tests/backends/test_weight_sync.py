@@ -1,0 +1,67 @@
+"""CPU weight sync: after a training step the rollout server computes exactly the trainer's logits."""
+
+import asyncio
+
+import pytest
+import ray
+import torch
+from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+from verl_asyncweb.backends.hf_replica import HFServerAdapter
+from verl_asyncweb.backends.hf_server import HFRolloutServer
+from verl_asyncweb.backends.weight_sync import RayObjectStoreCheckpointEngine
+
+pytestmark = pytest.mark.ray
+
+
+def _train_one_step(model, input_ids: torch.Tensor) -> None:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    loss = model(input_ids=input_ids, labels=input_ids).loss
+    loss.backward()
+    optimizer.step()
+    model.eval()
+
+
+def _connect(sender, receiver) -> None:
+    metadata = [sender.prepare(), receiver.prepare()]
+    actor_kwargs, rollout_kwargs = RayObjectStoreCheckpointEngine.build_topology(1, 1, metadata)
+    sender.init_process_group(**{key: values[0] for key, values in actor_kwargs.items()})
+    receiver.init_process_group(**{key: values[0] for key, values in rollout_kwargs.items()})
+
+
+def test_weight_sync_makes_server_logits_equal_trainer_logits(ray_cluster, tiny_model_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    prompt_ids = tokenizer.encode("Click the button labelled Submit and then answer with the page title.")
+    trainer_model = AutoModelForImageTextToText.from_pretrained(tiny_model_path, dtype=torch.float32)
+    name = "asyncweb_test_weight_sync_server"
+    server = ray.remote(HFRolloutServer).options(name=name).remote(str(tiny_model_path), 8, 1024, 0)
+    try:
+        before = ray.get(server.next_token_logits.remote(prompt_ids), timeout=120)
+        _train_one_step(trainer_model, torch.tensor([prompt_ids]))
+        with torch.no_grad():
+            trainer_logits = trainer_model(input_ids=torch.tensor([prompt_ids])).logits[0, -1].float()
+        assert (trainer_logits - before).abs().max() > 1e-3, "the training step must change the logits"
+
+        sender, receiver = RayObjectStoreCheckpointEngine(is_master=True), RayObjectStoreCheckpointEngine()
+        _connect(sender, receiver)
+        adapter = HFServerAdapter(config=None, model_config=None, replica_rank=0, server_name=name)
+
+        async def sync():
+            state = trainer_model.state_dict().items()
+            await asyncio.gather(
+                sender.send_weights(iter(state), global_steps=1),
+                adapter.update_weights(receiver.receive_weights(global_steps=1), global_steps=1),
+            )
+
+        asyncio.run(sync())
+        after = ray.get(server.next_token_logits.remote(prompt_ids), timeout=120)
+        torch.testing.assert_close(after, trainer_logits, atol=1e-5, rtol=0)
+        assert ray.get(server.get_weight_version.remote(), timeout=60) == 1
+        assert sender.last_sync_bytes == sum(t.numel() * t.element_size() for t in trainer_model.state_dict().values())
+    finally:
+        ray.kill(server)
+
+
+def test_build_topology_requires_exactly_one_publisher():
+    with pytest.raises(AssertionError, match="exactly one trainer rank"):
+        RayObjectStoreCheckpointEngine.build_topology(1, 1, [{"mailbox": None}, {"mailbox": None}])

@@ -1,0 +1,54 @@
+"""Every recipe composes into verl's trainer config and validates on CPU (GPU recipes included)."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_asyncweb.main import SetupError, load_config
+from verl_asyncweb.recipes_registry import RecipeError, available_recipes
+
+
+@pytest.mark.parametrize("recipe", available_recipes())
+def test_recipe_composes_and_validates(recipe):
+    cfg, asyncweb = load_config([f"recipe={recipe}"])
+    assert asyncweb.recipe == recipe
+    assert cfg.trainer.use_v1 is True
+    assert cfg.actor_rollout_ref.actor.policy_loss.loss_mode in ("decoupled_ppo", "vanilla")
+    assert cfg.data.train_batch_size == (
+        cfg.trainer.v1.separate_async.parameter_sync_step * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    )
+    OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+
+
+def test_unknown_recipe_lists_valid_names():
+    with pytest.raises(RecipeError, match=r"recipe must be one of \[.*'cpu_smoke'.*\], got 'nope'"):
+        load_config(["recipe=nope"])
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(RecipeError, match="Could not override 'trainer.no_such_key'"):
+        load_config(["trainer.no_such_key=1"])
+
+
+def test_bad_asyncweb_value_is_named():
+    with pytest.raises(SetupError, match="asyncweb.algo.step_norm must be one of"):
+        load_config(["asyncweb.algo.step_norm=sometimes"])
+
+
+@pytest.mark.parametrize("args", [["recipe=nope"], ["trainer.no_such_key=1"]])
+def test_main_stops_before_any_worker_starts(args, tmp_path):
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.main", *args, f"trainer.default_local_dir={tmp_path}/run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2
+    assert "verl_asyncweb:" in out.stderr
+    assert "Started a local Ray instance" not in out.stdout + out.stderr
+    assert not (tmp_path / "run").exists()
+    assert time.monotonic() - started < 120
