@@ -51,6 +51,9 @@ def load_config(argv: list[str]):
 
     recipe, overrides = split_argv(argv)
     cfg = compose_recipe(recipe, overrides)
+    missing = sorted(OmegaConf.missing_keys(cfg.asyncweb))
+    if missing:
+        raise SetupError(f"recipe {recipe!r} needs values for {missing}: pass them as key=value overrides")
     try:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
         check_verl_config(cfg, asyncweb.algo)
@@ -144,6 +147,9 @@ def run(argv: list[str]) -> dict:
     run_folder = RunFolder(Path(cfg.trainer.default_local_dir).expanduser().resolve()).prepare()
     prepare_inputs(cfg, asyncweb, run_folder)
     metrics_path = run_folder.next_metrics_path()
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise SetupError(f"recipe {asyncweb.recipe!r} needs values for {missing}: pass them as key=value overrides")
     run_folder.write_config(cfg)
     logger.info("run folder %s (metrics: %s)", run_folder.root, metrics_path.name)
 

@@ -157,14 +157,12 @@ class WebAgentLoop(AgentLoopBase):
         if prompt_ids is None:
             state.context_overflow = True
             return None
-        generate_start = time.time()
         output = await self.server_manager.generate(
             request_id=uuid.uuid4().hex,
             prompt_ids=prompt_ids,
             sampling_params={**sampling_params, "max_tokens": self.response_length},
             image_data=images,
         )
-        stats_actor().report_generation.remote(generate_start, time.time())
         response_ids = list(output.token_ids)[: self.response_length]
         log_probs = list(output.log_probs or [])[: len(response_ids)]
         text = self.tokenizer.decode(response_ids, skip_special_tokens=True)

@@ -9,9 +9,11 @@ dedicated thread, so the actor's event loop stays free for control calls and wei
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import ray
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
@@ -88,13 +90,14 @@ class HFRolloutServer:
         self._idle.clear()
         try:
             loop = asyncio.get_running_loop()
-            token_ids, log_probs, aborted = await loop.run_in_executor(
+            token_ids, log_probs, aborted, (start, end) = await loop.run_in_executor(
                 self._executor, self._generate_blocking, list(prompt_ids), dict(sampling_params), image_data
             )
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
+        self._report_activity(start, end)
         self.stats["requests"] += 1
         self.stats["generated_tokens"] += len(token_ids)
         if aborted:
@@ -106,19 +109,31 @@ class HFRolloutServer:
             extra_fields=self._version(),
         )
 
+    def _report_activity(self, start: float, end: float) -> None:
+        """Tell the run's rollout-stats actor when this server was generating (trainer overlap metrics)."""
+        if end <= start or not ray.is_initialized():
+            return
+        try:
+            from verl_asyncweb.agent.rollout_stats import stats_actor
+
+            stats_actor().report_generation.remote(start, end)
+        except Exception as exc:  # metrics only: never fail a generation for them
+            logger.debug("could not report generation activity: %s", exc)
+
     def _version(self) -> dict[str, Any]:
         return {"global_steps": self.weight_version}
 
     @torch.no_grad()
     def _generate_blocking(
         self, prompt_ids: list[int], sampling_params: dict[str, Any], image_data: list[Any] | None
-    ) -> tuple[list[int], list[float], bool]:
+    ) -> tuple[list[int], list[float], bool, tuple[float, float]]:
+        start = time.time()
         if self._abort_event.is_set():
-            return [], [], True
+            return [], [], True, (start, start)
         max_new_tokens = sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens")
         max_new_tokens = min(int(max_new_tokens or self.response_length), self.max_model_len - len(prompt_ids))
         if max_new_tokens <= 0:
-            return [], [], False
+            return [], [], False, (start, start)
         inputs = self._model_inputs(prompt_ids, image_data)
         temperature = float(sampling_params.get("temperature", 1.0))
         greedy = temperature <= 0.0
@@ -142,7 +157,7 @@ class HFRolloutServer:
         scale = 1.0 if greedy else temperature
         log_probs = torch.log_softmax(logits / scale, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
         aborted = self._abort_event.is_set()
-        return new_tokens.tolist(), log_probs.tolist(), aborted
+        return new_tokens.tolist(), log_probs.tolist(), aborted, (start, time.time())
 
     def _model_inputs(self, prompt_ids: list[int], image_data: list[Any] | None) -> dict[str, torch.Tensor]:
         input_ids = torch.tensor([prompt_ids], dtype=torch.long)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything verl_asyncweb needs on Debian with Python 3.11 (root, no GPU, package registries only):
+# Chromium and fonts from Debian, the pinned Python stack from PyPI (torch 2.14.1 + torchvision 0.29.1 come from
+# this machine's wheel store), the package itself in editable mode, and the offline tiny model.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+for pkg in fonts-liberation fonts-dejavu-core fonts-wqy-zenhei; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  echo "setup: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c "import torch, torchvision; assert torch.__version__.startswith('2.14.1') and torchvision.__version__.startswith('0.29.1')" 2>/dev/null; then
+  echo "setup: pip install torch==2.14.1 torchvision==0.29.1"
+  "$PYTHON" -m pip install -q torch==2.14.1 torchvision==0.29.1
+fi
+if ! "$PYTHON" -c "import verl, playwright, miniwob, pytest, ruff, pytest_asyncio, pytest_timeout" 2>/dev/null; then
+  echo "setup: pip install -e .[test]"
+  "$PYTHON" -m pip install -q -e ".[test]"
+fi
+# Always point the editable install (and its verl.plugins entry point) at this checkout.
+"$PYTHON" -m pip install -q --no-deps -e . >/dev/null 2>&1
+"$PYTHON" -m verl_asyncweb.backends.tiny_model >/dev/null
+echo "setup: ready"

@@ -1,0 +1,120 @@
+"""End to end on CPU: verl's real V1 trainer, the hf server, Ray actors and Chromium, through `verl_asyncweb.main`.
+
+One async run is disturbed twice: its Chromium processes are killed after the first step (chaos) and the whole
+job is SIGKILLed once the step-2 checkpoint exists; resuming from the run folder must finish the run. A sync
+run of the same recipe runs too.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
+
+RUN_TIMEOUT_S = 900
+ETA = 2  # trainer.v1.sampler.max_off_policy_threshold of the CPU recipes
+
+
+def _command(run_dir: Path, *overrides: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "verl_asyncweb.main",
+        "recipe=cpu_smoke",
+        f"trainer.default_local_dir={run_dir}",
+        *overrides,
+    ]
+
+
+def _steps(path: Path) -> dict[int, dict]:
+    steps = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            steps[record["step"]] = record["data"]
+    return steps
+
+
+def _chromium_descendants(pid: int) -> list[psutil.Process]:
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in children if "chrom" in p.name().lower()]
+
+
+def _wait(predicate, process: subprocess.Popen, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if process.poll() is not None:
+            pytest.fail(f"run exited with {process.returncode} while waiting for {what}")
+        time.sleep(1.0)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _run_to_completion(command: list[str], log: Path) -> None:
+    with log.open("w") as out:
+        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 0, log.read_text()[-4000:]
+
+
+def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(tmp_path):
+    run_dir = tmp_path / "async"
+    log = tmp_path / "attempt0.log"
+    command = _command(run_dir, "trainer.save_freq=1", "trainer.total_training_steps=3")
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait(lambda: 1 in _steps(run_dir / "metrics.jsonl"), process, RUN_TIMEOUT_S, "step 1")
+        killed = _chromium_descendants(process.pid)
+        assert killed, "the run must drive a real Chromium"
+        for chromium in killed:
+            chromium.kill()
+        _wait(lambda: (run_dir / "global_step_2").is_dir(), process, RUN_TIMEOUT_S, "the step-2 checkpoint")
+        time.sleep(5)  # let the checkpoint finish writing its files
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+
+    first = _steps(run_dir / "metrics.jsonl")
+    assert 1 in first and 2 in first and 3 not in first
+    assert any(step.get("asyncweb/env_failures", 0) > 0 for step in first.values()), "killed episodes are counted"
+
+    _run_to_completion(command, tmp_path / "attempt1.log")
+    resumed = _steps(run_dir / "metrics.attempt-1.jsonl")
+    assert sorted(resumed) == [3], "the resumed attempt continues from the saved step"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["last_step"] == 3
+
+    every = {**first, **resumed}
+    for data in every.values():
+        assert data["asyncweb/trajectories"] >= 0
+        assert data["asyncweb/policy_lag/max"] <= ETA
+        assert "actor/pg_loss" in data and "actor/naive_clip_rate" in data
+    assert any(d["asyncweb/policy_lag/max"] > 0 for d in every.values()), "samples older than the update are used"
+    overlap = [d.get("asyncweb/overlap/generation_during_update_s", 0.0) for d in every.values()]
+    assert max(overlap) > 0, "rollout generates while the actor updates"
+    episodes = (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()
+    assert episodes and all(json.loads(line)["num_steps"] >= 1 for line in episodes if line)
+
+
+def test_sync_run_of_the_same_recipe(tmp_path):
+    run_dir = tmp_path / "sync"
+    _run_to_completion(
+        _command(run_dir, "asyncweb.rollout_mode=sync", "trainer.total_training_steps=2"), tmp_path / "sync.log"
+    )
+    steps = _steps(run_dir / "metrics.jsonl")
+    assert sorted(steps) == [1, 2]
+    for data in steps.values():
+        assert data.get("asyncweb/overlap/generation_during_update_s", 0.0) == 0.0
+    assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
