@@ -75,10 +75,14 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(tmp_path):
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait(lambda: 1 in _steps(run_dir / "metrics.jsonl"), process, RUN_TIMEOUT_S, "step 1")
-        killed = _chromium_descendants(process.pid)
+        killed = 0
+        while 2 not in _steps(run_dir / "metrics.jsonl") and process.poll() is None:
+            # Chaos: keep killing Chromium during step 2 so that episodes in flight are hit.
+            for chromium in _chromium_descendants(process.pid):
+                chromium.kill()
+                killed += 1
+            time.sleep(3.0)
         assert killed, "the run must drive a real Chromium"
-        for chromium in killed:
-            chromium.kill()
         _wait(lambda: (run_dir / "global_step_2").is_dir(), process, RUN_TIMEOUT_S, "the step-2 checkpoint")
         time.sleep(5)  # let the checkpoint finish writing its files
     finally:

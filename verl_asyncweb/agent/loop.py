@@ -259,10 +259,27 @@ class WebAgentLoop(AgentLoopBase):
         return state.outputs
 
     def _summary(self, task, state: EpisodeState, evaluation, started: float) -> dict[str, Any]:
+        """The episode report: metrics inputs (``summary``) plus what the trajectory viewer shows."""
         from verl_asyncweb.agent.memory import analyze_memory
+        from verl_asyncweb.agent.metrics import TrajectorySummary
 
-        memory_stats = [analyze_memory(step["memory"]) for step in state.steps]
+        summary = TrajectorySummary(
+            traj_id=state.traj_id,
+            task_id=task.task_id,
+            difficulty_slice=task.slice,
+            success=bool(evaluation.success),
+            reward=float(evaluation.reward),
+            env_failed=bool(evaluation.masked),
+            num_steps=len(state.steps),
+            response_tokens=[step["response_tokens"] for step in state.steps],
+            invalid_actions=state.invalid_actions,
+            stuck_steps=state.stuck_steps,
+            memory_stats=[analyze_memory(step["memory"]) for step in state.steps],
+            policy_versions=list(state.versions),
+            context_overflow=state.context_overflow,
+        )
         return {
+            "summary": summary,
             "traj_id": state.traj_id,
             "task_id": task.task_id,
             "instruction": state.instruction,
@@ -273,15 +290,6 @@ class WebAgentLoop(AgentLoopBase):
             "success": bool(evaluation.success),
             "env_failed": bool(evaluation.masked),
             "evaluator_reasons": list(evaluation.reasons),
-            "num_steps": len(state.steps),
-            "invalid_actions": state.invalid_actions,
-            "stuck_steps": state.stuck_steps,
-            "context_overflow": state.context_overflow,
-            "policy_versions": list(state.versions),
-            "memory_json_bytes": [m.json_bytes for m in memory_stats],
-            "memory_key_counts": [m.key_count for m in memory_stats],
-            "memory_generic_ratio": [m.generic_key_ratio for m in memory_stats],
-            "memory_key_sets": [sorted(m.keys) for m in memory_stats],
             "steps": state.steps,
             "started_at": started,
             "finished_at": time.time(),

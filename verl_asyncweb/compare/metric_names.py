@@ -36,9 +36,9 @@ TRAINER_IDLE_FRAC = "asyncweb/trainer_idle_frac"
 ROLLOUT_IDLE_FRAC = "asyncweb/rollout_idle_frac"
 
 # Clip triggers of the decoupled PPO loss, and verl's own clip fraction.
-DECOUPLED_CLIP_FRAC = "actor/decoupled_ppo/clip_frac"
-DECOUPLED_NAIVE_CLIP_FRAC = "actor/decoupled_ppo/naive_clip_frac"
-DECOUPLED_DROPPED_FRAC = "actor/decoupled_ppo/dropped_frac"
+DECOUPLED_CLIP_FRAC = "actor/decoupled_clip_rate"
+DECOUPLED_NAIVE_CLIP_FRAC = "actor/naive_clip_rate"
+DECOUPLED_DROPPED_FRAC = "actor/behav_over_cap_frac"
 VERL_PG_CLIPFRAC = "actor/pg_clipfrac"
 
 # Throughput and time.
@@ -52,3 +52,7 @@ CONFIG_STEP_NORM = "asyncweb.algo.step_norm"
 CONFIG_ESTIMATOR = "asyncweb.algo.estimator"
 CONFIG_LOSS_MODE = "actor_rollout_ref.actor.policy_loss.loss_mode"
 VARIANT_CONFIG_KEYS = (CONFIG_STEP_NORM, CONFIG_ESTIMATOR, CONFIG_LOSS_MODE)
+
+# Episode counts of a step.
+TRAJECTORIES = "asyncweb/trajectories"
+CONTEXT_OVERFLOWS = "asyncweb/context_overflows"

@@ -1,0 +1,20 @@
+"""Launch a recipe with overrides from Python, the same as `python -m verl_asyncweb.main recipe=NAME key=value ...`.
+
+Usage (CPU, a minute-scale run over this folder's example MiniWoB tasks):
+    python examples/launch_recipe.py
+"""
+
+import sys
+
+from verl_asyncweb.main import main
+
+if __name__ == "__main__":
+    overrides = [
+        "recipe=cpu_smoke",
+        "trainer.total_training_steps=2",
+        "trainer.default_local_dir=runs/example",
+        # Any asyncweb or verl key can be overridden; unknown keys stop before any worker starts.
+        "asyncweb.algo.step_norm=traj",
+        "asyncweb.tasks.train=[miniwob:click-test,click-button]",
+    ]
+    sys.exit(main(overrides + sys.argv[1:]))

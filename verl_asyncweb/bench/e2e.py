@@ -1,0 +1,137 @@
+"""``python -m verl_asyncweb.bench e2e``: async vs sync on the same recipe, with and without web latency.
+
+Each arm is a real run of ``verl_asyncweb.main`` (verl's trainer, the hf server, Chromium) in its own run folder;
+the arms run one after another in one invocation so that their figures are comparable. Reported per arm:
+trajectories per hour over the training steps after the first, trainer-idle and rollout-idle fractions, the
+step time split (sample wait, pi_prox recompute, update, weight sync), wall time and peak RSS of the process tree.
+Web latency (arm suffix ``+latency``) is the environment's lognormal model: median 1.5 s per step, ~5% of steps
+10 s or more, as on live websites.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ARMS = {
+    "async": ["asyncweb.rollout_mode=async"],
+    "sync": ["asyncweb.rollout_mode=sync", "trainer.v1.separate_async.num_warmup_batches=1"],
+}
+LATENCY = ["asyncweb.env.latency.enable=true"]
+TIMINGS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights")
+
+
+class _RssSampler(threading.Thread):
+    """Peak RSS (MiB) of a process and all its descendants, sampled every ``interval_s``."""
+
+    def __init__(self, pid: int, interval_s: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval_s, self.peak_mib = pid, interval_s, 0.0
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root, *root.children(recursive=True)]
+                rss = sum(p.memory_info().rss for p in procs if p.is_running())
+                self.peak_mib = max(self.peak_mib, rss / 2**20)
+            except psutil.Error:
+                pass
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _read_steps(run_dir: Path) -> dict[int, dict]:
+    steps: dict[int, dict] = {}
+    for path in sorted(run_dir.glob("metrics*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            steps[record["step"]] = record["data"]
+    return steps
+
+
+def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: int) -> dict:
+    run_dir = out_dir / name.replace("+", "_")
+    command = [
+        sys.executable,
+        "-m",
+        "verl_asyncweb.main",
+        f"recipe={recipe}",
+        f"trainer.default_local_dir={run_dir}",
+        f"trainer.total_training_steps={steps}",
+        "trainer.resume_mode=disable",
+        *overrides,
+    ]
+    started = time.time()
+    with (out_dir / f"{run_dir.name}.log").open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        sampler = _RssSampler(process.pid)
+        sampler.start()
+        returncode = process.wait()
+        sampler.stop()
+    if returncode != 0:
+        raise RuntimeError(f"arm {name} failed with {returncode}; see {out_dir / (run_dir.name + '.log')}")
+    data = _read_steps(run_dir)
+    later = [data[s] for s in sorted(data) if s > 1]
+    window_s = data[max(data)]["asyncweb/wall_s"] - data[1]["asyncweb/wall_s"]
+    trajectories = sum(d.get("asyncweb/trajectories", 0) for d in later)
+    return {
+        "arm": name,
+        "trajs_per_hour": trajectories / max(window_s, 1e-6) * 3600,
+        "trainer_idle_frac": statistics.median(d.get("asyncweb/trainer_idle_frac", 0.0) for d in later),
+        "rollout_idle_frac": statistics.median(d.get("asyncweb/rollout_idle_frac", 0.0) for d in later),
+        **{key: statistics.median(d.get(key, 0.0) for d in later) for key in TIMINGS},
+        "wall_s": time.time() - started,
+        "peak_rss_mib": sampler.peak_mib,
+    }
+
+
+def _table(results: list[dict]) -> str:
+    header = "| arm | trajectories/h | trainer idle | rollout idle | sample wait s | pi_prox s | update s | sync s |"
+    lines = [header, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        lines.append(
+            f"| {r['arm']} | {r['trajs_per_hour']:.0f} | {r['trainer_idle_frac']:.2f} | {r['rollout_idle_frac']:.2f} "
+            f"| {r['timing_s/gen']:.1f} | {r['timing_s/old_log_prob']:.1f} | {r['timing_s/update_actor']:.1f} "
+            f"| {r['timing_s/update_weights']:.2f} |"
+        )
+    lines.append("")
+    lines.append("| arm | wall time s | peak RSS of the process tree MiB |")
+    lines.append("| --- | ---: | ---: |")
+    lines.extend(f"| {r['arm']} | {r['wall_s']:.0f} | {r['peak_rss_mib']:.0f} |" for r in results)
+    by_name = {r["arm"]: r for r in results}
+    for suffix in ("", "+latency"):
+        a, s = by_name.get(f"async{suffix}"), by_name.get(f"sync{suffix}")
+        if a and s and s["trajs_per_hour"] > 0:
+            ratio = a["trajs_per_hour"] / s["trajs_per_hour"]
+            lines.append(f"\nasync / sync trajectories per hour{suffix or ' (no latency)'}: {ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench e2e", description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", default="cpu_smoke")
+    parser.add_argument("--steps", type=int, default=4, help="training steps per arm (the first is warm-up)")
+    parser.add_argument("--arms", default="async,sync,async+latency,sync+latency")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench_e2e"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for arm in args.arms.split(","):
+        mode, _, latency = arm.partition("+")
+        overrides = ARMS[mode] + (LATENCY if latency else [])
+        results.append(run_arm(arm, overrides, args.out, args.recipe, args.steps))
+        (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    print(_table(results))
+    return 0
