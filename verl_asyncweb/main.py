@@ -24,6 +24,8 @@ from verl_asyncweb.run_folder import RunFolder
 
 logger = logging.getLogger("verl_asyncweb.main")
 
+# verl keys a run cannot start without (verl's defaults hold other `???` values for features a recipe may not use).
+REQUIRED_KEYS = ("actor_rollout_ref.model.path", "data.train_files", "data.val_files")
 USAGE = "usage: python -m verl_asyncweb.main [recipe=NAME] [key=value ...]   (recipes: {recipes})"
 
 
@@ -147,7 +149,11 @@ def run(argv: list[str]) -> dict:
     run_folder = RunFolder(Path(cfg.trainer.default_local_dir).expanduser().resolve()).prepare()
     prepare_inputs(cfg, asyncweb, run_folder)
     metrics_path = run_folder.next_metrics_path()
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    missing = [
+        key
+        for key in REQUIRED_KEYS
+        if OmegaConf.select(cfg, key, default=None, throw_on_missing=False) in (None, "???")
+    ]
     if missing:
         raise SetupError(f"recipe {asyncweb.recipe!r} needs values for {missing}: pass them as key=value overrides")
     run_folder.write_config(cfg)

@@ -15,7 +15,11 @@ on its definitions with verl's own registries; nothing here starts a browser, Ra
 | trainer.asyncweb_trainer | V1 trainer ``asyncweb`` |
 """
 
-from verl_asyncweb.agent import loop  # noqa: F401
+# isort: off
+# The cpu platform must be registered before any module below makes verl resolve its platform.
+from verl_asyncweb.backends import cpu_platform, cpu_backend, hf_replica, weight_sync  # noqa: F401
 from verl_asyncweb.algo import estimators, losses  # noqa: F401
-from verl_asyncweb.backends import cpu_backend, cpu_platform, hf_replica, weight_sync  # noqa: F401
+from verl_asyncweb.agent import loop  # noqa: F401
 from verl_asyncweb.trainer import asyncweb_trainer  # noqa: F401
+
+# isort: on

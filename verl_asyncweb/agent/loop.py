@@ -24,6 +24,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.agent.rollout_stats import stats_actor
+from verl_asyncweb.agent.worker import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,33 @@ class _SharedPool:
                 await pool.start()
                 cls.pool = pool
         return cls.pool
+
+
+class _SharedScreenshots:
+    """One ScreenshotStore client per worker process (its actor handle is acquired once and cached)."""
+
+    client = None
+
+    @classmethod
+    def get(cls, agent_config: AgentConfig):
+        if cls.client is None:
+            from verl_asyncweb.agent.screenshots import ScreenshotClient
+
+            cls.client = ScreenshotClient.from_config(agent_config)
+        return cls.client
+
+
+def _action_overlay(parsed) -> dict[str, Any]:
+    """Where the action landed, for the trajectory viewer: click position (pixels) and typed text."""
+    action = getattr(parsed, "action", None)
+    x, y = getattr(action, "x", None), getattr(action, "y", None)
+    at = getattr(action, "at", None)
+    click = [x, y] if x is not None and y is not None else (list(at) if at else None)
+    return {
+        "action": {"name": parsed.name, "arguments": {}} if action is not None else None,
+        "click_xy": click,
+        "typed_text": getattr(action, "text", None),
+    }
 
 
 def _image(data: bytes):
@@ -153,7 +181,8 @@ class WebAgentLoop(AgentLoopBase):
             max_history_text_rounds=self.agent_config.max_history_text_rounds,
         )
         images = [_image(blob) for blob in image_bytes]
-        prompt_ids = await self._prompt_ids(messages, images)
+        mm_inputs: dict[str, Any] = {}
+        prompt_ids = await self._prompt_ids(messages, images, mm_inputs)
         if prompt_ids is None:
             state.context_overflow = True
             return None
@@ -207,25 +236,36 @@ class WebAgentLoop(AgentLoopBase):
                 "invalid_reason": result.info if result.invalid_action else None,
                 "response_tokens": len(response_ids),
                 "stuck": stuck,
+                "viewport": [self.env_config.viewport_width, self.env_config.viewport_height],
+                **_action_overlay(action),
             }
         )
+        # Screenshots travel by reference: the store keeps the bytes, the sample carries keys and the image grid.
+        screenshots = _SharedScreenshots.get(self.agent_config)
+        keys = [await screenshots.aput(blob, state.traj_id) for blob in image_bytes]
+        state.steps[-1]["screenshot_key"] = keys[-1] if keys else None
         state.outputs.append(
             AgentLoopOutput(
                 prompt_ids=prompt_ids,
                 response_ids=response_ids,
                 response_mask=[1] * len(response_ids),
                 response_logprobs=log_probs if len(log_probs) == len(response_ids) else None,
-                multi_modal_data={"images": images},
                 num_turns=2,
                 metrics=AgentLoopMetrics(),
-                extra_fields={"step_index": step_index, "policy_version": int(version)},
+                extra_fields={
+                    "step_index": step_index,
+                    "policy_version": int(version),
+                    SCREENSHOT_KEYS_FIELD: keys,
+                    IMAGE_GRID_FIELD: mm_inputs["image_grid_thw"].tolist(),
+                    "screenshot_store": screenshots.incarnation,
+                },
             )
         )
         return result
 
-    async def _prompt_ids(self, messages: list[dict], images: list) -> list[int] | None:
+    async def _prompt_ids(self, messages: list[dict], images: list, mm_inputs: dict) -> list[int] | None:
         try:
-            prompt_ids = await self.ct_build_initial_tokens(messages, images=images)
+            prompt_ids = await self.ct_build_initial_tokens(messages, images=images, mm_inputs_out=mm_inputs)
         except ValueError as exc:
             if "exceeding" in str(exc):
                 return None

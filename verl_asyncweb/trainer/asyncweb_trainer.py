@@ -44,7 +44,23 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self.asyncweb = AsyncWebConfig.from_config(config.asyncweb)
         super().__init__(config)
         self._started_at = time.time()
-        self._episode_log = None
+        self._last_drain_at = self._started_at
+        self._last_update_interval: tuple[float, float] | None = None
+        self._pending_releases: list[tuple[int, str]] = []
+        self._pixel_metrics: dict[str, float] = {}
+        from verl_asyncweb.agent.screenshots import ScreenshotClient
+
+        # Created here, in the long-lived trainer process, so that the store lives as long as the job.
+        self.screenshots = ScreenshotClient.from_config(self.asyncweb.agent)
+        self.screenshots.connect()
+
+    # ------------------------------------------------------------------ screenshots by reference
+
+    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        from verl_asyncweb.trainer.pixels import attach_pixel_values
+
+        self._pixel_metrics = attach_pixel_values(batch, self.processor, self.screenshots).metrics()
+        return super()._compute_old_log_prob(batch, metrics)
 
     # ------------------------------------------------------------------ advantages
 
@@ -107,6 +123,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         if len(lags):
             metrics["asyncweb/policy_lag/mean"] = float(lags.mean())
             metrics["asyncweb/policy_lag/max"] = float(lags.max())
+        metrics.update(self._pixel_metrics)
         metrics.update(drain_episode_metrics(self, global_steps))
         step_s, wait_s = timing_raw.get("step", 0.0), timing_raw.get("gen", 0.0)
         if step_s > 0:

@@ -36,11 +36,27 @@ def busy_fraction(intervals: list[tuple[float, float]], start: float, end: float
     return covered / (end - start)
 
 
-def write_episodes(run_dir: str | None, episodes: list[dict[str, Any]], global_step: int) -> None:
+def write_episodes(run_dir: str | None, episodes: list[dict[str, Any]], global_step: int, screenshots) -> None:
+    """Append the episodes to the run folder; their screenshots go to ``episodes/screens/<key>.jpg``."""
     if not run_dir or not episodes:
         return
     path = Path(run_dir) / "episodes" / "episodes.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    screens = path.parent / "screens"
+    screens.mkdir(parents=True, exist_ok=True)
+    keys = sorted({step["screenshot_key"] for e in episodes for step in e["steps"] if step.get("screenshot_key")})
+    try:
+        blobs = dict(zip(keys, screenshots.get(keys), strict=True)) if keys else {}
+    except (ray.exceptions.RayError, TimeoutError) as exc:
+        logger.warning("could not fetch screenshots for the viewer: %s", exc)
+        blobs = {}
+    for key, blob in blobs.items():
+        target = screens / f"{key}.jpg"
+        if blob is not None and not target.exists():
+            target.write_bytes(blob)
+    for episode in episodes:
+        for step in episode["steps"]:
+            if step.get("screenshot_key"):
+                step["screenshot"] = f"screens/{step['screenshot_key']}.jpg"
     with path.open("a") as out:
         for episode in episodes:
             record = {key: value for key, value in episode.items() if key != "summary"}
@@ -59,16 +75,34 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         logger.warning("could not drain rollout stats: %s", exc)
         return {}
     episodes, intervals = drained["episodes"], drained["intervals"]
-    window_start = getattr(trainer, "_last_drain_at", trainer._started_at)
+    window_start = trainer._last_drain_at
     trainer._last_drain_at = now
     metrics = aggregate([episode["summary"] for episode in episodes])
     hours = max(now - window_start, 1e-6) / 3600.0
     metrics["asyncweb/trajs_per_hour"] = len([e for e in episodes if not e["env_failed"]]) / hours
     metrics["asyncweb/rollout_idle_frac"] = 1.0 - busy_fraction(intervals, window_start, now)
-    update = getattr(trainer, "_last_update_interval", None)
+    update = trainer._last_update_interval
     if update is not None:
         overlap = busy_fraction(intervals, *update) * (update[1] - update[0])
         metrics["asyncweb/overlap/generation_during_update_s"] = overlap
     metrics["asyncweb/env_failures_total"] = float(drained["totals"]["env_failures"])
-    write_episodes(os.environ.get("ASYNCWEB_RUN_DIR"), episodes, global_step)
+    write_episodes(os.environ.get("ASYNCWEB_RUN_DIR"), episodes, global_step, trainer.screenshots)
+    release_screenshots(trainer, [e["traj_id"] for e in episodes], global_step)
     return metrics
+
+
+def release_screenshots(trainer, traj_ids: list[str], global_step: int) -> None:
+    """Drop the store's references of trajectories that can no longer be sampled (older than the staleness bound).
+
+    Consumed or dropped, a trajectory finished at step s is out of the replay buffer by step s + eta + 1.
+    """
+    eta = int(trainer.config.trainer.v1.sampler.get("max_off_policy_threshold") or 0)
+    pending = trainer._pending_releases
+    pending.extend((global_step + eta + 2, traj_id) for traj_id in traj_ids)
+    due = [traj_id for step, traj_id in pending if step <= global_step]
+    trainer._pending_releases = [(step, traj_id) for step, traj_id in pending if step > global_step]
+    for traj_id in due:
+        try:
+            trainer.screenshots.release(traj_id)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            logger.warning("could not release screenshots of %s: %s", traj_id, exc)

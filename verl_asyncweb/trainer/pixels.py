@@ -1,0 +1,93 @@
+"""Build ``pixel_values`` on the trainer side from the screenshot keys that ``web_agent`` samples carry.
+
+Rollout workers put screenshots into the ScreenshotStore and send only keys (see
+:mod:`verl_asyncweb.agent.worker`). Right before pi_prox is recomputed, the trainer fetches the bytes for the
+sampled batch, runs the model's image processor and writes ``multi_modal_inputs`` into TransferQueue, where
+verl's actor workers read them as usual. A sample whose screenshots are gone (the store restarted) cannot be
+rebuilt: it gets blank images of the same grid and a zero response mask, so it trains on nothing, and is counted.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+
+import torch
+import transfer_queue as tq
+from tensordict import NonTensorStack, TensorDict
+from transfer_queue import KVBatchMeta
+
+from verl_asyncweb.agent.worker import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PixelStats:
+    samples: int = 0
+    images: int = 0
+    image_bytes: int = 0
+    dropped_samples: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "asyncweb/screenshots/images_per_step": float(self.images),
+            "asyncweb/screenshots/bytes_fetched": float(self.image_bytes),
+            "asyncweb/screenshots/dropped_samples": float(self.dropped_samples),
+        }
+
+
+def _as_list(value) -> list:
+    return value.tolist() if hasattr(value, "tolist") else list(value)
+
+
+def _decode(blob: bytes):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(blob)).convert("RGB")
+
+
+def _blank_pixels(image_processor, grid: torch.Tensor) -> torch.Tensor:
+    patch_dim = 3 * image_processor.temporal_patch_size * image_processor.patch_size**2
+    return torch.zeros(int(grid.prod(dim=-1).sum()), patch_dim)
+
+
+def attach_pixel_values(batch: KVBatchMeta, processor, client) -> PixelStats:
+    """Resolve the batch's screenshot keys into ``multi_modal_inputs`` in TransferQueue (see module docstring)."""
+    stats = PixelStats()
+    data = tq.kv_batch_get(
+        keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "response_mask"]
+    )
+    extras = _as_list(data["extra_fields"])
+    wanted = sorted({key for extra in extras for key in (extra.get(SCREENSHOT_KEYS_FIELD) or [])})
+    if not wanted:
+        return stats
+    blobs = dict(zip(wanted, client.get(wanted), strict=True))
+    image_processor = processor.image_processor
+    inputs, masks, dropped_any = [], [], False
+    for extra, mask in zip(extras, data["response_mask"].unbind(), strict=True):
+        keys = extra.get(SCREENSHOT_KEYS_FIELD) or []
+        grid = torch.tensor(extra[IMAGE_GRID_FIELD], dtype=torch.long)
+        stats.samples += 1
+        if all(blobs.get(key) is not None for key in keys):
+            pixels = image_processor(images=[_decode(blobs[key]) for key in keys], return_tensors="pt")
+            if not torch.equal(pixels["image_grid_thw"], grid):
+                raise ValueError(f"rebuilt image grid {pixels['image_grid_thw'].tolist()} != rollout's {grid.tolist()}")
+            inputs.append({"pixel_values": pixels["pixel_values"], IMAGE_GRID_FIELD: grid})
+            masks.append(mask)
+            stats.images += len(keys)
+            stats.image_bytes += sum(len(blobs[key]) for key in keys)
+        else:
+            inputs.append({"pixel_values": _blank_pixels(image_processor, grid), IMAGE_GRID_FIELD: grid})
+            masks.append(torch.zeros_like(mask))
+            stats.dropped_samples += 1
+            dropped_any = True
+    fields = {"multi_modal_inputs": NonTensorStack(*inputs)}
+    if dropped_any:
+        logger.warning("%d samples lost their screenshots (store restarted) and are dropped", stats.dropped_samples)
+        fields["response_mask"] = torch.nested.as_nested_tensor(masks, layout=torch.jagged)
+    tq.kv_batch_put(
+        keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(fields, batch_size=[len(batch)])
+    )
+    return stats
