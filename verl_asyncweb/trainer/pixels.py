@@ -26,16 +26,28 @@ logger = logging.getLogger(__name__)
 @dataclass
 class PixelStats:
     samples: int = 0
+    trajectories: int = 0
     images: int = 0
     image_bytes: int = 0
     dropped_samples: int = 0
+    rollout_image_payload_bytes: int = 0
 
     def metrics(self) -> dict[str, float]:
+        per_traj = self.rollout_image_payload_bytes / max(self.trajectories, 1)
         return {
             "asyncweb/screenshots/images_per_step": float(self.images),
             "asyncweb/screenshots/bytes_fetched": float(self.image_bytes),
             "asyncweb/screenshots/dropped_samples": float(self.dropped_samples),
+            "asyncweb/screenshots/rollout_payload_bytes_per_traj": per_traj,
         }
+
+
+def rollout_image_payload_bytes(extra: dict, multi_modal_inputs: dict) -> int:
+    """Serialized bytes of a sample's image-related fields as they arrived from rollout (keys, grid, pixels)."""
+    import ray
+
+    image_fields = {k: extra.get(k) for k in (SCREENSHOT_KEYS_FIELD, IMAGE_GRID_FIELD)}
+    return len(ray.cloudpickle.dumps((image_fields, multi_modal_inputs)))
 
 
 def _as_list(value) -> list:
@@ -57,9 +69,14 @@ def attach_pixel_values(batch: KVBatchMeta, processor, client) -> PixelStats:
     """Resolve the batch's screenshot keys into ``multi_modal_inputs`` in TransferQueue (see module docstring)."""
     stats = PixelStats()
     data = tq.kv_batch_get(
-        keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "response_mask"]
+        keys=batch.keys,
+        partition_id=batch.partition_id,
+        select_fields=["extra_fields", "response_mask", "multi_modal_inputs"],
     )
     extras = _as_list(data["extra_fields"])
+    arrived = _as_list(data["multi_modal_inputs"])
+    stats.rollout_image_payload_bytes = sum(map(rollout_image_payload_bytes, extras, arrived))
+    stats.trajectories = len({extra.get("traj_id") for extra in extras})
     wanted = sorted({key for extra in extras for key in (extra.get(SCREENSHOT_KEYS_FIELD) or [])})
     if not wanted:
         return stats
