@@ -61,3 +61,19 @@ def test_plugin_loading_off_means_no_registrations_and_doctor_fails_clearly():
     assert doctor.returncode == 1
     assert "[FAIL] policy loss decoupled_ppo: not registered" in doctor.stdout
     assert "VERL_USE_EXTERNAL_PLUGINS" in doctor.stdout
+
+
+@pytest.mark.parametrize(
+    "first_import", ["verl_asyncweb.agent.worker", "verl_asyncweb.trainer.asyncweb_trainer", "verl_asyncweb.main"]
+)
+def test_plugin_loads_whichever_of_our_modules_a_process_imports_first(first_import):
+    # Ray unpickles our classes in fresh workers: their module is then the first to import verl, which loads
+    # the plugin while that module is half-initialised. No plugin module may depend on such a module.
+    probe = (
+        f"import {first_import}; from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as r;"
+        "from verl.trainer.ppo import core_algos as c;"
+        "print('web_agent' in r and 'decoupled_ppo' in c.POLICY_LOSS_REGISTRY)"
+    )
+    env = {**os.environ, "VERL_PLATFORM": "cpu"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "True", out.stderr[-2000:]

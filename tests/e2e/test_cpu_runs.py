@@ -67,7 +67,10 @@ def _run_to_completion(command: list[str], log: Path) -> None:
     assert result.returncode == 0, log.read_text()[-4000:]
 
 
-def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(tmp_path):
+@pytest.fixture(scope="module")
+def async_run(tmp_path_factory) -> Path:
+    """An async cpu_smoke run: Chromium killed during step 2, the job SIGKILLed at the step-2 checkpoint, resumed."""
+    tmp_path = tmp_path_factory.mktemp("async")
     run_dir = tmp_path / "async"
     log = tmp_path / "attempt0.log"
     command = _command(run_dir, "trainer.save_freq=1", "trainer.total_training_steps=3")
@@ -82,7 +85,6 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(tmp_path):
                 chromium.kill()
                 killed += 1
             time.sleep(3.0)
-        assert killed, "the run must drive a real Chromium"
         _wait(lambda: (run_dir / "global_step_2").is_dir(), process, RUN_TIMEOUT_S, "the step-2 checkpoint")
         time.sleep(5)  # let the checkpoint finish writing its files
     finally:
@@ -90,11 +92,16 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
 
+    assert killed, "the run must drive a real Chromium"
+    _run_to_completion(command, tmp_path / "attempt1.log")
+    return run_dir
+
+
+def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
+    run_dir = async_run
     first = _steps(run_dir / "metrics.jsonl")
     assert 1 in first and 2 in first and 3 not in first
     assert any(step.get("asyncweb/env_failures", 0) > 0 for step in first.values()), "killed episodes are counted"
-
-    _run_to_completion(command, tmp_path / "attempt1.log")
     resumed = _steps(run_dir / "metrics.attempt-1.jsonl")
     assert sorted(resumed) == [3], "the resumed attempt continues from the saved step"
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -117,13 +124,45 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(tmp_path):
     assert all(d["asyncweb/screenshots/images_per_step"] > 0 for d in every.values())
 
 
-def test_sync_run_of_the_same_recipe(tmp_path):
+@pytest.fixture(scope="module")
+def sync_run(tmp_path_factory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("sync")
     run_dir = tmp_path / "sync"
     _run_to_completion(
         _command(run_dir, "asyncweb.rollout_mode=sync", "trainer.total_training_steps=2"), tmp_path / "sync.log"
     )
+    return run_dir
+
+
+def test_sync_run_of_the_same_recipe(sync_run):
+    run_dir = sync_run
     steps = _steps(run_dir / "metrics.jsonl")
     assert sorted(steps) == [1, 2]
     for data in steps.values():
         assert data.get("asyncweb/overlap/generation_during_update_s", 0.0) == 0.0
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
+
+
+def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp_path):
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
+    from compare_checks import assert_comparison_matches_metrics
+
+    out = tmp_path / "comparison"
+    result = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.compare", str(async_run), str(sync_run), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (out / "table.md").exists() and (out / "table.csv").exists()
+    assert list((out / "plots" / "step").glob("*.png")) and list((out / "plots" / "wall").glob("*.png"))
+    assert assert_comparison_matches_metrics(out, [async_run, sync_run]) > 0
+
+
+def test_viewer_on_a_real_run_references_existing_screenshots(async_run):
+    from verl_asyncweb.viewer.page import write_viewer
+
+    report = write_viewer(async_run)
+    assert report.index.exists() and report.episodes > 0
+    assert not [w for w in report.warnings if "missing" in w], report.warnings

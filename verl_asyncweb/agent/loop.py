@@ -23,8 +23,8 @@ from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from verl_asyncweb.agent.config import AgentConfig
+from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 from verl_asyncweb.agent.rollout_stats import stats_actor
-from verl_asyncweb.agent.worker import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 
 logger = logging.getLogger(__name__)
 

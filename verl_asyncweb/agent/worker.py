@@ -14,15 +14,26 @@ import ray
 import torch
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
-SCREENSHOT_KEYS_FIELD = "screenshot_keys"
-IMAGE_GRID_FIELD = "image_grid_thw"
+from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 
 
 class _WebAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
+    def __init__(self, *args, **kwargs):
+        # Ray ships actor classes by value: in the worker, verl's AgentLoopWorkerTQ.__init__ (zero-argument super())
+        # no longer matches this subclass, so its statements are repeated here, with imports resolved at call time.
+        import transfer_queue as tq
+        from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+        AgentLoopWorker.__init__(self, *args, **kwargs)
+        tq.init()
+        self.background_tasks = set()
+
     def _compute_multi_modal_inputs(self, output, input_ids) -> dict[str, torch.Tensor]:
         grid = output.extra_fields.get(IMAGE_GRID_FIELD)
         if output.extra_fields.get(SCREENSHOT_KEYS_FIELD) is None or grid is None:
-            return super()._compute_multi_modal_inputs(output, input_ids)
+            from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+            return AgentLoopWorker._compute_multi_modal_inputs(self, output, input_ids)
         # The grid alone determines the position ids; "mm_token_type_ids" asks verl to derive the token types
         # from the ids (it pops the marker before the sample is stored).
         return {IMAGE_GRID_FIELD: torch.tensor(grid, dtype=torch.long), "mm_token_type_ids": torch.zeros(1)}

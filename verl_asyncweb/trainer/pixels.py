@@ -18,7 +18,7 @@ import transfer_queue as tq
 from tensordict import NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 
-from verl_asyncweb.agent.worker import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 
 logger = logging.getLogger(__name__)
 
