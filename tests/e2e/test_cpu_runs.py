@@ -116,7 +116,7 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     overlap = [d.get("asyncweb/overlap/generation_during_update_s", 0.0) for d in every.values()]
     assert max(overlap) > 0, "rollout generates while the actor updates"
     episodes = (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()
-    assert episodes and all(json.loads(line)["num_steps"] >= 1 for line in episodes if line)
+    assert episodes and all(len(json.loads(line)["steps"]) >= 1 for line in episodes if line)
     # Screenshots by reference: what reaches the trainer from rollout is keys and grids, not images.
     smallest_jpeg = min(path.stat().st_size for path in (run_dir / "episodes" / "screens").glob("*.jpg"))
     payload = max(d["asyncweb/screenshots/rollout_payload_bytes_per_traj"] for d in every.values())
