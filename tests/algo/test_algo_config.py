@@ -55,7 +55,7 @@ def test_from_dict_accepts_dict_dictconfig_and_none_and_rejects_unknown_keys():
     node = OmegaConf.create({"_target_": "verl_asyncweb.algo.config.AsyncWebAlgoConfig", "step_norm": "traj", "k": 4})
     assert AsyncWebAlgoConfig.from_dict(node).step_norm == "traj"
     assert AsyncWebAlgoConfig.from_dict({"behav_cap": None}).behav_cap is None
-    with pytest.raises(ValueError, match=r"asyncweb.algo has no key\(s\) \['stepnorm'\]; valid keys are"):
+    with pytest.raises(ValueError, match=r"asyncweb.algo has unknown keys \['stepnorm'\]; valid keys are"):
         AsyncWebAlgoConfig.from_dict({"stepnorm": "traj"})
 
 

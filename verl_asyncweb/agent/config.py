@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from verl.base_config import BaseConfig
@@ -84,21 +84,6 @@ class AgentConfig(BaseConfig):
         Raises:
             ValueError: On an unknown key or an invalid value.
         """
-        if node is None:
-            return cls()
-        if isinstance(node, cls):
-            return node
-        try:
-            from omegaconf import DictConfig, OmegaConf
+        from verl_asyncweb.config.build import build_config
 
-            if isinstance(node, DictConfig):
-                node = OmegaConf.to_container(node, resolve=True)
-        except ImportError:  # omegaconf comes with verl; plain dicts still work without it
-            pass
-        data = dict(node)
-        data.pop("_target_", None)
-        valid = sorted(f.name for f in fields(cls) if not f.name.startswith("_"))
-        unknown = sorted(set(data) - set(valid))
-        if unknown:
-            raise ValueError(f"{_PREFIX} has unknown keys {unknown}; valid keys are {valid}")
-        return cls(**data)
+        return build_config(cls, _PREFIX, node)

@@ -12,10 +12,10 @@ Two configs, because they are read in two places:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from verl.base_config import BaseConfig
 from verl.workers.config import PolicyLossConfig
 
@@ -97,17 +97,9 @@ class AsyncWebAlgoConfig(BaseConfig):
         Raises:
             ValueError: On an unknown key or an invalid value.
         """
-        if node is None:
-            return cls()
-        if isinstance(node, cls):
-            return node
-        data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-        data.pop("_target_", None)
-        valid = [f.name for f in fields(cls) if f.name != "_target_"]
-        unknown = sorted(set(data) - set(valid))
-        if unknown:
-            raise ValueError(f"asyncweb.algo has no key(s) {unknown}; valid keys are {valid}")
-        return cls(**data)
+        from verl_asyncweb.config.build import build_config
+
+        return build_config(cls, "asyncweb.algo", node)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -11,20 +11,11 @@ from verl.base_config import BaseConfig
 
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.algo.config import AsyncWebAlgoConfig
+from verl_asyncweb.config.build import build_config
 from verl_asyncweb.env.config import BrowserPoolConfig, JudgeConfig
 
 PLATFORMS = ("cpu", "auto")
 ROLLOUT_MODES = ("async", "sync")
-
-
-def _build(cls: type, prefix: str, values: Mapping[str, Any] | None):
-    """Construct dataclass ``cls`` from ``values``, naming unknown keys and the valid ones."""
-    values = dict(values or {})
-    valid = {f.name for f in fields(cls) if not f.name.startswith("_")}
-    unknown = sorted(set(values) - valid)
-    if unknown:
-        raise ValueError(f"{prefix} has unknown keys {unknown}; valid keys are {sorted(valid)}")
-    return cls(**values)
 
 
 @dataclass
@@ -90,7 +81,9 @@ class AsyncWebConfig(BaseConfig):
         """Build and validate from the composed ``asyncweb`` node."""
         values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
         sections = {"algo": AsyncWebAlgoConfig, "agent": AgentConfig, "env": BrowserPoolConfig, "tasks": TaskSetConfig}
-        built = {name: _build(kind, f"asyncweb.{name}", values.pop(name, None)) for name, kind in sections.items()}
+        built = {
+            name: build_config(kind, f"asyncweb.{name}", values.pop(name, None)) for name, kind in sections.items()
+        }
         judge = values.pop("judge", None)
-        built["judge"] = _build(JudgeConfig, "asyncweb.judge", judge) if judge is not None else None
-        return _build(cls, "asyncweb", {**values, **built})
+        built["judge"] = build_config(JudgeConfig, "asyncweb.judge", judge) if judge is not None else None
+        return build_config(cls, "asyncweb", {**values, **built})

@@ -1,0 +1,31 @@
+"""Build a typed config dataclass from a Hydra node, naming unknown keys (shared by every ``asyncweb.*`` section)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+
+T = TypeVar("T")
+
+
+def build_config(cls: type[T], prefix: str, node: T | DictConfig | Mapping[str, Any] | None) -> T:
+    """``cls`` from ``node`` (None → defaults, an instance → itself); ``_target_`` is ignored.
+
+    Raises:
+        ValueError: ``node`` has keys ``cls`` does not, e.g. ``asyncweb.tasks has unknown keys ['x']; valid keys
+            are [...]``; invalid values raise from ``cls.__post_init__``.
+    """
+    if node is None:
+        return cls()
+    if isinstance(node, cls):
+        return node
+    data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    data.pop("_target_", None)
+    valid = sorted(f.name for f in fields(cls) if not f.name.startswith("_"))
+    unknown = sorted(set(data) - set(valid))
+    if unknown:
+        raise ValueError(f"{prefix} has unknown keys {unknown}; valid keys are {valid}")
+    return cls(**data)
