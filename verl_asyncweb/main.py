@@ -20,7 +20,7 @@ import verl  # noqa: F401, I001
 from omegaconf import DictConfig, OmegaConf
 
 from verl_asyncweb.recipes_registry import DEFAULT_RECIPE, RecipeError, available_recipes, compose_recipe
-from verl_asyncweb.run_folder import RunFolder
+from verl_asyncweb.run_folder import RUN_DIR_ENV, RunFolder
 
 logger = logging.getLogger("verl_asyncweb.main")
 
@@ -114,7 +114,7 @@ def worker_env(cfg: DictConfig, metrics_path: Path, run: RunFolder) -> dict[str,
     env = {
         "VERL_FILE_LOGGER_PATH": str(metrics_path),
         "TENSORBOARD_DIR": str(run.root / "tensorboard"),
-        "ASYNCWEB_RUN_DIR": str(run.root),
+        RUN_DIR_ENV: str(run.root),
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -24,6 +25,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 _ATTEMPT = re.compile(r"^metrics\.attempt-(\d+)\.jsonl$")
+RUN_DIR_ENV = "ASYNCWEB_RUN_DIR"
+
+
+def screenshot_path(key: str) -> Path | None:
+    """Where a screenshot (by store key) lives in the current run folder; None outside a run."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    return Path(run_dir) / "episodes" / "screens" / f"{key}.jpg" if run_dir else None
 
 
 @dataclass(frozen=True)

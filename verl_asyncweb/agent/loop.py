@@ -88,6 +88,17 @@ class _SharedScreenshots:
         return cls.client
 
 
+def _persist_screenshots(keys: list[str], blobs: list[bytes]) -> None:
+    """Keep a copy in the run folder: the viewer links it, and the trainer rebuilds pixels from it after a resume."""
+    from verl_asyncweb.run_folder import screenshot_path
+
+    for key, blob in zip(keys, blobs, strict=True):
+        path = screenshot_path(key)
+        if path is not None and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(blob)
+
+
 def _action_overlay(parsed) -> dict[str, Any]:
     """Where the action landed, for the trajectory viewer: click position (pixels) and typed text."""
     action = getattr(parsed, "action", None)
@@ -243,6 +254,7 @@ class WebAgentLoop(AgentLoopBase):
         # Screenshots travel by reference: the store keeps the bytes, the sample carries keys and the image grid.
         screenshots = _SharedScreenshots.get(self.agent_config)
         keys = [await screenshots.aput(blob, state.traj_id) for blob in image_bytes]
+        _persist_screenshots(keys, image_bytes)
         state.steps[-1]["screenshot_key"] = keys[-1] if keys else None
         state.outputs.append(
             AgentLoopOutput(

@@ -44,6 +44,7 @@ def write_episodes(run_dir: str | None, episodes: list[dict[str, Any]], global_s
     screens = path.parent / "screens"
     screens.mkdir(parents=True, exist_ok=True)
     keys = sorted({step["screenshot_key"] for e in episodes for step in e["steps"] if step.get("screenshot_key")})
+    keys = [key for key in keys if not (screens / f"{key}.jpg").exists()]  # the agent loop usually wrote them
     try:
         blobs = dict(zip(keys, screenshots.get(keys), strict=True)) if keys else {}
     except (ray.exceptions.RayError, TimeoutError) as exc:
@@ -66,6 +67,7 @@ def write_episodes(run_dir: str | None, episodes: list[dict[str, Any]], global_s
 def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
     """Drain the rollout-stats actor and return this step's rollout metrics."""
     from verl_asyncweb.agent.metrics import aggregate
+    from verl_asyncweb.run_folder import RUN_DIR_ENV
     from verl_asyncweb.agent.rollout_stats import stats_actor
 
     now = time.time()
@@ -86,7 +88,7 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         overlap = busy_fraction(intervals, *update) * (update[1] - update[0])
         metrics["asyncweb/overlap/generation_during_update_s"] = overlap
     metrics["asyncweb/env_failures_total"] = float(drained["totals"]["env_failures"])
-    write_episodes(os.environ.get("ASYNCWEB_RUN_DIR"), episodes, global_step, trainer.screenshots)
+    write_episodes(os.environ.get(RUN_DIR_ENV), episodes, global_step, trainer.screenshots)
     release_screenshots(trainer, [e["traj_id"] for e in episodes], global_step)
     return metrics
 

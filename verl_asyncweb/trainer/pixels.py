@@ -3,8 +3,9 @@
 Rollout workers put screenshots into the ScreenshotStore and send only keys (see
 :mod:`verl_asyncweb.agent.worker`). Right before pi_prox is recomputed, the trainer fetches the bytes for the
 sampled batch, runs the model's image processor and writes ``multi_modal_inputs`` into TransferQueue, where
-verl's actor workers read them as usual. A sample whose screenshots are gone (the store restarted) cannot be
-rebuilt: it gets blank images of the same grid and a zero response mask, so it trains on nothing, and is counted.
+verl's actor workers read them as usual. A missing key (the store of a previous attempt died with it) is read
+from the run folder's copy (``episodes/screens``, written by the agent loop). A sample that can be rebuilt from
+neither gets blank images of the same grid and a zero response mask, so it trains on nothing, and is counted.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tensordict import NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+from verl_asyncweb.run_folder import screenshot_path
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,11 @@ def attach_pixel_values(batch: KVBatchMeta, processor, client) -> PixelStats:
     if not wanted:
         return stats
     blobs = dict(zip(wanted, client.get(wanted), strict=True))
+    for key in [k for k, blob in blobs.items() if blob is None]:
+        # A resumed job restores samples whose store died with the previous job: use the run folder's copy.
+        path = screenshot_path(key)
+        if path is not None and path.exists():
+            blobs[key] = path.read_bytes()
     image_processor = processor.image_processor
     inputs, masks, dropped_any = [], [], False
     for extra, mask in zip(extras, data["response_mask"].unbind(), strict=True):
