@@ -67,8 +67,8 @@ def write_episodes(run_dir: str | None, episodes: list[dict[str, Any]], global_s
 def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
     """Drain the rollout-stats actor and return this step's rollout metrics."""
     from verl_asyncweb.agent.metrics import aggregate
-    from verl_asyncweb.run_folder import RUN_DIR_ENV
     from verl_asyncweb.agent.rollout_stats import stats_actor
+    from verl_asyncweb.run_folder import RUN_DIR_ENV
 
     now = time.time()
     try:
