@@ -51,7 +51,8 @@ CONFIG_RECIPE = "asyncweb.recipe"
 CONFIG_STEP_NORM = "asyncweb.algo.step_norm"
 CONFIG_ESTIMATOR = "asyncweb.algo.estimator"
 CONFIG_LOSS_MODE = "actor_rollout_ref.actor.policy_loss.loss_mode"
-VARIANT_CONFIG_KEYS = (CONFIG_STEP_NORM, CONFIG_ESTIMATOR, CONFIG_LOSS_MODE)
+CONFIG_ROLLOUT_MODE = "asyncweb.rollout_mode"
+VARIANT_CONFIG_KEYS = (CONFIG_STEP_NORM, CONFIG_ESTIMATOR, CONFIG_LOSS_MODE, CONFIG_ROLLOUT_MODE)
 
 # Episode counts of a step.
 TRAJECTORIES = "asyncweb/trajectories"
