@@ -11,7 +11,6 @@ which is raised so that verl drops the episode's group instead of training on it
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import logging
 import time
@@ -218,12 +217,8 @@ class WebAgentLoop(AgentLoopBase):
         action = parsed.action
         result = await pool.step(session, action)
         state.invalid_actions += int(result.invalid_action)
-        if action is not None and action.valid and action.action is not None:
-            answer = getattr(action.action, "text", None)
-            if type(action.action).__name__ == "Answer":
-                state.answer = answer
-        stuck = self._is_stuck(state, observation.screenshot, parsed.tool_call_text)
-        state.stuck_steps += int(stuck)
+        if action is not None and type(action.action).__name__ == "Answer":
+            state.answer = action.action.text
         state.history.append(
             StepRecord(
                 step_index=step_index,
@@ -234,10 +229,11 @@ class WebAgentLoop(AgentLoopBase):
                 invalid_reason=result.info if result.invalid_action else None,
             )
         )
+        stuck = self._is_stuck(state)
+        state.stuck_steps += int(stuck)
         state.steps.append(
             {
                 "step_index": step_index,
-                "screenshot_sha256": hashlib.sha256(observation.screenshot).hexdigest(),
                 "policy_version": int(version),
                 "intention": parsed.intention,
                 "memory": parsed.memory if parsed.memory is not None else parsed.memory_raw,
@@ -286,11 +282,12 @@ class WebAgentLoop(AgentLoopBase):
         return None if len(prompt_ids) > limit else prompt_ids
 
     @staticmethod
-    def _is_stuck(state: EpisodeState, screenshot: bytes, tool_call: str) -> bool:
-        if len(state.screenshots) < 2 or len(state.history) < 2:
+    def _is_stuck(state: EpisodeState) -> bool:
+        """This step repeated the previous step's action on an unchanged screenshot (DESIGN section 6)."""
+        if len(state.history) < 2:
             return False
-        previous = state.history[-2]
-        return state.screenshots[-2] == screenshot and previous.action_text == state.history[-1].action_text
+        same_page = state.screenshots[-2] == state.screenshots[-1]
+        return same_page and state.history[-2].action_text == state.history[-1].action_text
 
     def _finalize(self, state: EpisodeState, task, evaluation) -> list[AgentLoopOutput]:
         """Same reward and trajectory fields on every step-sample; versions span the whole episode."""
