@@ -1,8 +1,8 @@
 """End to end on CPU: verl's real V1 trainer, the hf server, Ray actors and Chromium, through `verl_asyncweb.main`.
 
-One async run is disturbed twice: its Chromium processes are killed after the first step (chaos) and the whole
-job is SIGKILLed once the step-2 checkpoint exists; resuming from the run folder must finish the run. A sync
-run of the same recipe runs too.
+One async run is disturbed twice: its Chromium processes are killed after the first step until failed episodes are
+counted (chaos), then the whole job is SIGKILLed after its latest checkpoint; resuming from the run folder must
+finish the run. A sync run of the same recipe runs too, and compare and the viewer read both run folders.
 """
 
 import json
@@ -67,45 +67,56 @@ def _run_to_completion(command: list[str], log: Path) -> None:
     assert result.returncode == 0, log.read_text()[-4000:]
 
 
+TOTAL_STEPS = 4
+
+
+def _env_failures_logged(run_dir: Path) -> bool:
+    return any(step.get("asyncweb/env_failures", 0) > 0 for step in _steps(run_dir / "metrics.jsonl").values())
+
+
 @pytest.fixture(scope="module")
-def async_run(tmp_path_factory) -> Path:
-    """An async cpu_smoke run: Chromium killed during step 2, the job SIGKILLed at the step-2 checkpoint, resumed."""
+def async_run(tmp_path_factory) -> tuple[Path, int]:
+    """An async cpu_smoke run: Chromium killed until the run has counted failed episodes, then the whole job is
+    SIGKILLed right after its latest checkpoint and resumed from the run folder. Returns (run_dir, saved step)."""
     tmp_path = tmp_path_factory.mktemp("async")
     run_dir = tmp_path / "async"
-    log = tmp_path / "attempt0.log"
-    command = _command(run_dir, "trainer.save_freq=1", "trainer.total_training_steps=3")
-    with log.open("w") as out:
+    metrics = run_dir / "metrics.jsonl"
+    command = _command(run_dir, "trainer.save_freq=1", f"trainer.total_training_steps={TOTAL_STEPS}")
+    with (tmp_path / "attempt0.log").open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait(lambda: 1 in _steps(run_dir / "metrics.jsonl"), process, RUN_TIMEOUT_S, "step 1")
+        _wait(lambda: 1 in _steps(metrics), process, RUN_TIMEOUT_S, "step 1")
         killed = 0
-        while 2 not in _steps(run_dir / "metrics.jsonl") and process.poll() is None:
-            # Chaos: keep killing Chromium during step 2 so that episodes in flight are hit.
+        # Chaos: keep killing Chromium until failed episodes show up in the metrics (episodes in flight are hit).
+        while not _env_failures_logged(run_dir):
+            if process.poll() is not None or max(_steps(metrics)) >= TOTAL_STEPS - 1:
+                pytest.fail(f"no env failure counted after killing Chromium {killed} times")
             for chromium in _chromium_descendants(process.pid):
                 chromium.kill()
                 killed += 1
-            time.sleep(3.0)
-        _wait(lambda: (run_dir / "global_step_2").is_dir(), process, RUN_TIMEOUT_S, "the step-2 checkpoint")
-        time.sleep(5)  # let the checkpoint finish writing its files
+            time.sleep(2.0)
+        saved = max(_steps(metrics))
+        # The checkpoint of a step is written before its metrics line; give its files a moment to close.
+        _wait(lambda: (run_dir / f"global_step_{saved}").is_dir(), process, RUN_TIMEOUT_S, "the checkpoint")
+        time.sleep(5)
+        os.killpg(process.pid, signal.SIGKILL)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-
-    assert killed, "the run must drive a real Chromium"
     _run_to_completion(command, tmp_path / "attempt1.log")
-    return run_dir
+    return run_dir, max(_steps(metrics))
 
 
 def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
-    run_dir = async_run
+    run_dir, saved = async_run
     first = _steps(run_dir / "metrics.jsonl")
-    assert 1 in first and 2 in first and 3 not in first
-    assert any(step.get("asyncweb/env_failures", 0) > 0 for step in first.values()), "killed episodes are counted"
+    assert sorted(first) == list(range(1, saved + 1)) and saved < TOTAL_STEPS
+    assert _env_failures_logged(run_dir), "killed episodes are counted"
     resumed = _steps(run_dir / "metrics.attempt-1.jsonl")
-    assert sorted(resumed) == [3], "the resumed attempt continues from the saved step"
+    assert sorted(resumed) == list(range(saved + 1, TOTAL_STEPS + 1)), "the resumed attempt continues from the save"
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["last_step"] == 3
+    assert summary["last_step"] == TOTAL_STEPS
 
     every = {**first, **resumed}
     for data in every.values():
@@ -146,6 +157,7 @@ def test_sync_run_of_the_same_recipe(sync_run):
 
 
 def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp_path):
+    async_run, _ = async_run
     sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
     from compare_checks import assert_comparison_matches_metrics
 
@@ -165,6 +177,6 @@ def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp
 def test_viewer_on_a_real_run_references_existing_screenshots(async_run):
     from verl_asyncweb.viewer.page import write_viewer
 
-    report = write_viewer(async_run)
+    report = write_viewer(async_run[0])
     assert report.index.exists() and report.episodes > 0
     assert not [w for w in report.warnings if "missing" in w], report.warnings
