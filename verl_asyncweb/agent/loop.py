@@ -204,7 +204,7 @@ class WebAgentLoop(AgentLoopBase):
         )
         response_ids = list(output.token_ids)[: self.response_length]
         log_probs = list(output.log_probs or [])[: len(response_ids)]
-        text = self.tokenizer.decode(response_ids, skip_special_tokens=True)
+        text = self._decode(response_ids)
         parsed = parse_response(
             text,
             coordinate_mode=self.env_config.coordinate_mode,
@@ -270,6 +270,13 @@ class WebAgentLoop(AgentLoopBase):
             )
         )
         return result
+
+    def _decode(self, response_ids: list[int]) -> str:
+        """Response text with the tool-call markers kept (some tokenizers register them as special tokens)."""
+        text = self.tokenizer.decode(response_ids, skip_special_tokens=False)
+        for token in {self.tokenizer.eos_token, self.tokenizer.pad_token} - {None}:
+            text = text.replace(token, "")
+        return text
 
     async def _prompt_ids(self, messages: list[dict], images: list, mm_inputs: dict) -> list[int] | None:
         try:

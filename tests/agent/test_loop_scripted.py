@@ -1,0 +1,98 @@
+"""The web_agent loop with a scripted policy behind verl's generate interface, on a real Chromium and MiniWoB++.
+
+The policy plays the server's role (``generate(request_id, prompt_ids, sampling_params, image_data)`` → token ids,
+log-probs, weight version); it first waits, then clicks the click-test button. The episode must succeed with raw
+reward 1 and yield exactly one sample per step with consistent trajectory fields.
+"""
+
+import pytest
+from omegaconf import OmegaConf
+from transformers import AutoProcessor
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+from verl_asyncweb.agent.loop import WebAgentLoop, _SharedPool
+from verl_asyncweb.env import BrowserPool, load_tasks
+from verl_asyncweb.env.oracle import find, tool_call
+from verl_asyncweb.main import load_config
+from verl_asyncweb.task_dataset import task_to_json
+
+pytestmark = [pytest.mark.browser, pytest.mark.ray]
+
+WAIT = "Memory: {}\nIntention: let the page settle.\n" + tool_call("wait", seconds=0.1)
+
+
+class ScriptedPolicyServer:
+    """verl's server_manager.generate contract, answering with a fixed script of responses."""
+
+    def __init__(self, tokenizer, responses: list[str], version: int = 7):
+        self.tokenizer, self.responses, self.version = tokenizer, list(responses), version
+        self.calls: list[dict] = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, image_data=None, **kwargs) -> TokenOutput:
+        self.calls.append({"prompt_len": len(prompt_ids), "images": len(image_data or [])})
+        token_ids = self.tokenizer.encode(self.responses.pop(0), add_special_tokens=False)
+        return TokenOutput(
+            token_ids=token_ids,
+            log_probs=[-0.5] * len(token_ids),
+            stop_reason="completed",
+            extra_fields={"global_steps": self.version},
+        )
+
+
+@pytest.fixture
+def trainer_config(tiny_model_path):
+    cfg, _ = load_config(["recipe=cpu_smoke", "data.max_response_length=256", "asyncweb.agent.max_steps=0"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.actor_rollout_ref.model.path = str(tiny_model_path)
+    return cfg
+
+
+async def _button_coordinate(env_config, task) -> list[int]:
+    """Where click-test's button is at this viewport (the page is static), found from the accessibility text."""
+    probe_config = type(env_config)(**{**env_config.__dict__, "accessibility_text": True})
+    async with BrowserPool(probe_config) as pool, pool.session() as session:
+        return find(await pool.reset(session, task), "Click Me!")
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_scripted_policy_succeeds_with_one_sample_per_step(ray_cluster, trainer_config, tiny_model_path):
+    from verl_asyncweb.config.schema import AsyncWebConfig
+
+    env_config = AsyncWebConfig.from_config(trainer_config.asyncweb).env
+    task = load_tasks("miniwob", names=["click-test"], seed=5)[0]
+    target = await _button_coordinate(env_config, task)
+    processor = AutoProcessor.from_pretrained(tiny_model_path)
+    click = 'Memory: {"button": "Click Me!"}\nIntention: press the button.\n' + tool_call(
+        "left_click", coordinate=target
+    )
+    server = ScriptedPolicyServer(processor.tokenizer, [WAIT, click])
+    loop = WebAgentLoop(
+        trainer_config=DictConfigWrap(trainer_config),
+        server_manager=server,
+        tokenizer=processor.tokenizer,
+        processor=processor,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(trainer_config.data),
+        hf_model_type="qwen2_5_vl",
+    )
+    try:
+        outputs = await loop.run({"temperature": 1.0}, uid="u1", extra_info={"task": task_to_json(task)})
+    finally:
+        if _SharedPool.pool is not None:
+            await _SharedPool.pool.close()
+            _SharedPool.pool = None
+
+    assert len(outputs) == len(server.calls) == 2
+    assert all(call["images"] == 1 for call in server.calls)
+    for index, output in enumerate(outputs):
+        fields = output.extra_fields
+        assert output.reward_score == 1.0
+        assert fields["step_index"] == index and fields["traj_num_steps"] == 2
+        assert fields["traj_id"] == outputs[0].extra_fields["traj_id"]
+        assert fields["policy_version"] == fields["min_global_steps"] == fields["max_global_steps"] == 7
+        assert len(output.response_ids) == len(output.response_mask) == len(output.response_logprobs) > 0
+        assert len(fields[SCREENSHOT_KEYS_FIELD]) == 1 and len(fields[SCREENSHOT_KEYS_FIELD][0]) == 64
+        assert fields[IMAGE_GRID_FIELD] and output.multi_modal_data is None
