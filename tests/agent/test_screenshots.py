@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 import uuid
 
 import pytest
@@ -190,6 +191,27 @@ def test_client_sees_new_incarnation_after_store_killed(client, ray_cluster):
     assert client.incarnation != old
     assert client.restarts_seen == 1
     assert client.get([key]) == [None]
+
+
+@pytest.mark.ray
+def test_crashed_store_restarts_under_its_name_with_a_new_incarnation(client, ray_cluster):
+    key = client.put(_jpeg(7), "traj-0")
+    old = client.incarnation
+    ray_cluster.kill(client.handle, no_restart=False)  # a crash: Ray restarts the actor
+    deadline = time.monotonic() + RAY_TIMEOUT_S
+    while True:  # ray.kill returns before the process is gone
+        try:
+            if client.current_incarnation() != old:
+                break
+        except ray_cluster.exceptions.RayActorError:
+            pass
+        assert time.monotonic() < deadline, "the store did not come back"
+        time.sleep(0.2)
+    assert client.restarts_seen == 1
+    assert client.get([key]) == [None], "the restarted store starts empty"
+    assert not client.check([key], old)
+    new_key = client.put(_jpeg(8), "traj-1")
+    assert client.get([new_key]) == [_jpeg(8)]
 
 
 @pytest.mark.ray

@@ -2,14 +2,18 @@
 
 One async run is disturbed twice: its Chromium processes are killed after the first step until failed episodes are
 counted (chaos), then the whole job is SIGKILLed after its latest checkpoint; resuming from the run folder must
-finish the run. A sync run of the same recipe runs too, and compare and the viewer read both run folders.
+finish the run. A sync run of the same recipe runs too, and compare and the viewer read both run folders. A third
+run (sync, where a lost episode would stall the step) meets the other faults of a running job: its screenshot store
+and its agent-loop worker process are killed, and the judge of its WebGym task answers only errors.
 """
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -153,6 +157,7 @@ def test_sync_run_of_the_same_recipe(sync_run):
     assert sorted(steps) == [1, 2]
     for data in steps.values():
         assert data.get("asyncweb/overlap/generation_during_update_s", 0.0) == 0.0
+        assert data["asyncweb/policy_lag/max"] == 0, "sync: every sample comes from the weights being trained"
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
 
 
@@ -180,3 +185,143 @@ def test_viewer_on_a_real_run_references_existing_screenshots(async_run):
     report = write_viewer(async_run[0])
     assert report.index.exists() and report.episodes > 0
     assert not [w for w in report.warnings if "missing" in w], report.warnings
+
+
+class FailingJudgeSite:
+    """127.0.0.1:0 in a background thread: ``/`` is a small page, ``/v1/chat/completions`` always answers 500."""
+
+    PAGE = "<html><head><title>Faults</title></head><body><h1>Order status</h1><button>Check</button></body></html>"
+
+    def __init__(self) -> None:
+        self.judge_calls = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        assert self._ready.wait(30), "the judge/site server did not start"
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+
+    def _serve(self) -> None:
+        from aiohttp import web
+
+        async def page(request):
+            return web.Response(text=self.PAGE, content_type="text/html")
+
+        async def judge(request):
+            self.judge_calls += 1
+            return web.Response(status=500, text="judge overloaded")
+
+        async def start():
+            app = web.Application()
+            app.router.add_get("/", page)
+            app.router.add_post("/v1/chat/completions", judge)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]
+
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(start())
+        self._ready.set()
+        self._loop.run_forever()
+
+
+def _ray_actor_processes(root_pid: int, actor_class: str) -> list[psutil.Process]:
+    """Processes under ``root_pid`` whose Ray process title names ``actor_class`` (``ray::Class.method``)."""
+    found = []
+    for proc in psutil.Process(root_pid).children(recursive=True):
+        try:
+            if f"ray::{actor_class}" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+FAULT_STEPS = 3
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
+    """A sync run whose store and agent-loop worker are killed and whose judge fails. Returns (run_dir, judge
+    calls, Chromium pids of the killed worker)."""
+    tmp_path = tmp_path_factory.mktemp("faults")
+    run_dir = tmp_path / "faults"
+    judge = FailingJudgeSite()
+    with judge as origin, (tmp_path / "faults.log").open("w") as out:
+        task = {
+            "task_id": "fault-judge-1",
+            "task_name": "Check the order status and report it.",
+            "website": origin + "/",
+            "difficulty": 1,
+            "evaluator_reference": [{"description": "The answer states the order status."}],
+        }
+        tasks_file = tmp_path / "tasks.jsonl"
+        tasks_file.write_text(json.dumps(task) + "\n")
+        command = _command(
+            run_dir,
+            "asyncweb.rollout_mode=sync",
+            f"trainer.total_training_steps={FAULT_STEPS}",
+            f'asyncweb.tasks.train=["miniwob:click-test","{tasks_file}"]',
+            f"asyncweb.judge={{base_url:'{origin}/v1',max_retries:1,timeout_s:5,retry_backoff_s:0.1}}",
+        )
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            metrics = run_dir / "metrics.jsonl"
+            _wait(lambda: 1 in _steps(metrics), process, RUN_TIMEOUT_S, "step 1")
+            stores = _ray_actor_processes(process.pid, "ScreenshotStore")
+            assert stores, "the screenshot store actor runs in its own process"
+            for store in stores:
+                store.kill()
+            _wait(lambda: 2 in _steps(metrics), process, RUN_TIMEOUT_S, "step 2 after the store was killed")
+            workers = _ray_actor_processes(process.pid, "_WebAgentLoopWorker")
+            assert len(workers) == 1, workers
+            orphans = [p.pid for p in workers[0].children(recursive=True) if "chrom" in p.name().lower()]
+            workers[0].kill()
+            returncode = process.wait(timeout=RUN_TIMEOUT_S)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=60)
+    assert returncode == 0, (tmp_path / "faults.log").read_text()[-4000:]
+    return run_dir, judge.judge_calls, orphans
+
+
+def test_run_survives_killed_store_killed_worker_and_failing_judge(fault_run):
+    run_dir, judge_calls, worker_chromium = fault_run
+    steps = _steps(run_dir / "metrics.jsonl")
+    assert sorted(steps) == list(range(1, FAULT_STEPS + 1))
+    assert json.loads((run_dir / "summary.json").read_text())["last_step"] == FAULT_STEPS
+    last = steps[FAULT_STEPS]
+    # The killed worker came back (Ray restart) and the groups it held were failed, counted and replaced.
+    assert last["asyncweb/rollout/worker_restarts"] >= 1
+    assert last["asyncweb/rollout/lost_groups"] >= 1
+    # Nothing already accepted was lost: every trained sample got its screenshots back (from the run folder
+    # when the store that held them was gone).
+    for data in steps.values():
+        assert data["asyncweb/screenshots/dropped_samples"] == 0
+        assert data["asyncweb/screenshots/images_per_step"] > 0
+        assert data["asyncweb/policy_lag/max"] == 0
+    # The failing judge: its episodes are counted as failed by the environment, never scored 0.
+    assert judge_calls >= 2, "the judge was asked (and retried)"
+    records = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
+    judged = [r for r in records if r["task_id"] == "fault-judge-1"]
+    assert judged and all(r["env_failed"] for r in judged)
+    assert any("judge failed" in " ".join(r["evaluator_reasons"]) for r in judged)
+    assert last["asyncweb/env_failures_total"] >= len(judged)
+    # The killed worker's browsers did not outlive it.
+    assert not [pid for pid in worker_chromium if _running(pid)], "Chromium of the killed worker leaked"

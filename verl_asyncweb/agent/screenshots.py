@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_STORE_NAME = "asyncweb_screenshot_store"
 DEFAULT_BUDGET_BYTES = 512 * 1024 * 1024
+STORE_MAX_RESTARTS = 10
+"""Restarts of the store process before clients give up (a crash loop must surface as an error)."""
 
 
 class ScreenshotStoreFull(TimeoutError):
@@ -296,6 +298,9 @@ class ScreenshotClient:
             "get_if_exists": True,
             "num_cpus": 0,
             "max_concurrency": 1000,
+            # A crashed store comes back under the same name with a new incarnation. Without a restart, Ray keeps
+            # the name bound to the dead actor while its owner lives, so it could never be re-created.
+            "max_restarts": STORE_MAX_RESTARTS,
         }
         if self.namespace is not None:
             options["namespace"] = self.namespace

@@ -6,15 +6,25 @@ in the :class:`~verl_asyncweb.agent.screenshots.ScreenshotStore`: the sample car
 grid (enough for the M-RoPE position ids), and the trainer builds ``pixel_values`` from the keys
 (:mod:`verl_asyncweb.trainer.pixels`). Select it with
 ``actor_rollout_ref.rollout.agent.agent_loop_manager_class=verl_asyncweb.agent.worker.WebAgentLoopManager``.
+
+Workers are restartable (``MAX_WORKER_RESTARTS``): a killed worker process comes back, its lost prompt groups
+are failed by the :class:`~verl_asyncweb.agent.watchdog.WorkerWatchdog` (dropped, counted, refilled) and the run
+goes on.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import ray
 import torch
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+from verl_asyncweb.agent.watchdog import WorkerWatchdog
+
+MAX_WORKER_RESTARTS = 3
+"""Restarts of one agent-loop worker process before the run fails (a crash loop must not run forever)."""
 
 
 class _WebAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
@@ -27,6 +37,16 @@ class _WebAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
         AgentLoopWorker.__init__(self, *args, **kwargs)
         tq.init()
         self.background_tasks = set()
+        self.incarnation = uuid.uuid4().hex
+
+    def get_incarnation(self) -> str:
+        """A random id drawn when this process started: it changes when Ray restarts the worker."""
+        return self.incarnation
+
+    async def generate_sequences(self, batch) -> str:
+        """verl's fire-and-forget dispatch; returns the incarnation that accepted the prompts."""
+        await AgentLoopWorkerTQ.__ray_actor_class__.generate_sequences(self, batch)
+        return self.incarnation
 
     def _compute_multi_modal_inputs(self, output, input_ids) -> dict[str, torch.Tensor]:
         grid = output.extra_fields.get(IMAGE_GRID_FIELD)
@@ -39,7 +59,31 @@ class _WebAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
         return {IMAGE_GRID_FIELD: torch.tensor(grid, dtype=torch.long), "mm_token_type_ids": torch.zeros(1)}
 
 
-WebAgentLoopWorker = ray.remote(_WebAgentLoopWorker)
+# A call in flight when the worker dies is retried on the restarted process (dispatch only spawns tasks).
+WebAgentLoopWorker = ray.remote(max_restarts=MAX_WORKER_RESTARTS, max_task_retries=-1)(_WebAgentLoopWorker)
+
+
+class RestartableActorClass:
+    """``actor_class`` whose constructor arguments stay in the object store for as long as this object lives.
+
+    Ray re-runs the constructor of a restarted actor with its original arguments, but arguments that Ray put into
+    the object store by itself are freed once the first construction is done, and a restart then fails
+    (``ReferenceCountingAssertionError``). Here every argument is put explicitly and the references are held.
+    ``options(...)`` and ``remote(...)`` behave as on a Ray actor class.
+    """
+
+    def __init__(self, actor_class, options: dict | None = None, argument_refs: list | None = None) -> None:
+        self.actor_class = actor_class
+        self._options = options or {}
+        self.argument_refs = argument_refs if argument_refs is not None else []
+
+    def options(self, **options) -> RestartableActorClass:
+        return RestartableActorClass(self.actor_class, {**self._options, **options}, self.argument_refs)
+
+    def remote(self, *args):
+        refs = [ray.put(arg) for arg in args]
+        self.argument_refs.extend(refs)
+        return self.actor_class.options(**self._options).remote(*refs)
 
 
 class WebAgentLoopManager(AgentLoopManagerTQ):
@@ -47,4 +91,20 @@ class WebAgentLoopManager(AgentLoopManagerTQ):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.agent_loop_workers_class = WebAgentLoopWorker
+        self.agent_loop_workers_class = RestartableActorClass(WebAgentLoopWorker)
+        self.watchdog: WorkerWatchdog | None = None
+
+    async def _init_agent_loop_workers(self):
+        await super()._init_agent_loop_workers()
+        self.watchdog = WorkerWatchdog(self.agent_loop_workers)
+        self.watchdog.start()
+
+    def generate_sequences(self, prompts) -> None:
+        """Dispatch as verl does, recording which worker incarnation holds which prompt groups."""
+        validate = bool(prompts["validate"]) if "validate" in prompts else False
+        partition_id = "val" if validate else "train"
+        chunks = prompts.chunk(len(self.agent_loop_workers))
+        pairs = list(zip(self.agent_loop_workers, chunks, strict=False))
+        incarnations = ray.get([worker.generate_sequences.remote(chunk) for worker, chunk in pairs])
+        for index, ((_, chunk), incarnation) in enumerate(zip(pairs, incarnations, strict=True)):
+            self.watchdog.assign(index, incarnation, partition_id, list(chunk["uid"]))

@@ -1,8 +1,9 @@
 """``python -m verl_asyncweb.bench e2e``: async vs sync on the same recipe, with and without web latency.
 
 Each arm is a real run of ``verl_asyncweb.main`` (verl's trainer, the hf server, Chromium) in its own run folder;
-the arms run one after another in one invocation so that their figures are comparable. Reported per arm:
-trajectories per hour over the training steps after the first, trainer-idle and rollout-idle fractions, the
+the arms run one after another in one invocation so that their figures are comparable. Reported per arm, over the
+training steps after the first: trajectories trained on per hour (the useful throughput) and trajectories finished
+per hour (async finishes some that the staleness bound then drops), trainer-idle and rollout-idle fractions, the
 step time split (sample wait, pi_prox recompute, update, weight sync), wall time and peak RSS of the process tree.
 Web latency (arm suffix ``+latency``) is the environment's lognormal model: median 1.5 s per step, ~5% of steps
 10 s or more, as on live websites.
@@ -23,9 +24,11 @@ import psutil
 
 ARMS = {
     "async": ["asyncweb.rollout_mode=async"],
-    "sync": ["asyncweb.rollout_mode=sync", "trainer.v1.separate_async.num_warmup_batches=1"],
+    "sync": ["asyncweb.rollout_mode=sync"],
 }
 LATENCY = ["asyncweb.env.latency.enable=true"]
+# Both modes get the same pool; only async keeps more than one batch in flight (sync submits one batch per step).
+COMMON = ["asyncweb.env.pages_per_browser={pages}", "trainer.v1.separate_async.num_warmup_batches={prefetch}"]
 TIMINGS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights")
 
 
@@ -85,10 +88,12 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
     data = _read_steps(run_dir)
     later = [data[s] for s in sorted(data) if s > 1]
     window_s = data[max(data)]["asyncweb/wall_s"] - data[1]["asyncweb/wall_s"]
-    trajectories = sum(d.get("asyncweb/trajectories", 0) for d in later)
+    finished = sum(d.get("asyncweb/trajectories", 0) for d in later)
+    trained = sum(d.get("asyncweb/trained_trajectories", 0) for d in later)
     return {
         "arm": name,
-        "trajs_per_hour": trajectories / max(window_s, 1e-6) * 3600,
+        "trained_trajs_per_hour": trained / max(window_s, 1e-6) * 3600,
+        "trajs_per_hour": finished / max(window_s, 1e-6) * 3600,
         "trainer_idle_frac": statistics.median(d.get("asyncweb/trainer_idle_frac", 0.0) for d in later),
         "rollout_idle_frac": statistics.median(d.get("asyncweb/rollout_idle_frac", 0.0) for d in later),
         **{key: statistics.median(d.get(key, 0.0) for d in later) for key in TIMINGS},
@@ -98,11 +103,15 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
 
 
 def _table(results: list[dict]) -> str:
-    header = "| arm | trajectories/h | trainer idle | rollout idle | sample wait s | pi_prox s | update s | sync s |"
-    lines = [header, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    header = (
+        "| arm | trained traj/h | finished traj/h | trainer idle | rollout idle | sample wait s | pi_prox s "
+        "| update s | sync s |"
+    )
+    lines = [header, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         lines.append(
-            f"| {r['arm']} | {r['trajs_per_hour']:.0f} | {r['trainer_idle_frac']:.2f} | {r['rollout_idle_frac']:.2f} "
+            f"| {r['arm']} | {r['trained_trajs_per_hour']:.0f} | {r['trajs_per_hour']:.0f} "
+            f"| {r['trainer_idle_frac']:.2f} | {r['rollout_idle_frac']:.2f} "
             f"| {r['timing_s/gen']:.1f} | {r['timing_s/old_log_prob']:.1f} | {r['timing_s/update_actor']:.1f} "
             f"| {r['timing_s/update_weights']:.2f} |"
         )
@@ -113,16 +122,24 @@ def _table(results: list[dict]) -> str:
     by_name = {r["arm"]: r for r in results}
     for suffix in ("", "+latency"):
         a, s = by_name.get(f"async{suffix}"), by_name.get(f"sync{suffix}")
-        if a and s and s["trajs_per_hour"] > 0:
-            ratio = a["trajs_per_hour"] / s["trajs_per_hour"]
-            lines.append(f"\nasync / sync trajectories per hour{suffix or ' (no latency)'}: {ratio:.2f}x")
+        if a and s and s["trained_trajs_per_hour"] > 0 and s["trajs_per_hour"] > 0:
+            trained = a["trained_trajs_per_hour"] / s["trained_trajs_per_hour"]
+            finished = a["trajs_per_hour"] / s["trajs_per_hour"]
+            lines.append(
+                f"\nasync / sync{suffix or ' (no latency)'}: trained trajectories per hour {trained:.2f}x, "
+                f"finished trajectories per hour {finished:.2f}x"
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench e2e", description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="cpu_smoke")
-    parser.add_argument("--steps", type=int, default=4, help="training steps per arm (the first is warm-up)")
+    parser.add_argument("--steps", type=int, default=6, help="training steps per arm (the first is warm-up)")
+    parser.add_argument("--pages", type=int, default=16, help="browser pages (concurrent episodes) of every arm")
+    parser.add_argument(
+        "--prefetch", type=int, default=3, help="batches async rolls out ahead of the trainer (num_warmup_batches)"
+    )
     parser.add_argument("--arms", default="async,sync,async+latency,sync+latency")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_e2e"))
     args = parser.parse_args(argv)
@@ -130,7 +147,8 @@ def main(argv: list[str]) -> int:
     results = []
     for arm in args.arms.split(","):
         mode, _, latency = arm.partition("+")
-        overrides = ARMS[mode] + (LATENCY if latency else [])
+        common = [o.format(pages=args.pages, prefetch=args.prefetch) for o in COMMON]
+        overrides = common + ARMS[mode] + (LATENCY if latency else [])
         results.append(run_arm(arm, overrides, args.out, args.recipe, args.steps))
         (args.out / "results.json").write_text(json.dumps(results, indent=2))
     print(_table(results))

@@ -227,12 +227,14 @@ class BrowserPool:
                 env_failed=session.env_failed,
                 error=session.error,
             )
+        # Simulated latency (benchmarks) is charged on every step, invalid ones included, outside the step
+        # timeout: it stands for the time until the next observation, which the agent waits for either way.
+        delay_s = self._latency.sample_s()
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
         parsed = self._parse(action)
         if not parsed.valid:
             return self._invalid_step(session, parsed)
-        delay_s = self._latency.sample_s()
-        if delay_s > 0:
-            await asyncio.sleep(delay_s)  # simulated web latency (benchmarks), outside the step timeout
         try:
             return await asyncio.wait_for(self._step_once(session, parsed.action), self.config.step_timeout_s)
         except Exception as exc:

@@ -7,8 +7,8 @@ subclass changes three named hooks:
 
 - ``_compute_advantage``: one advantage per trajectory (group = task, steps deduplicated by trajectory id)
   with the 1/|tau| or 1/k step normalizer, broadcast to every token of every step-sample;
-- ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` generation pauses while training (WebGym's way) and
-  resumes with the weight sync of ``on_step_end``;
+- ``on_train_begin`` / ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` no batch is prefetched and
+  generation pauses while training (WebGym's way), resuming with the weight sync of ``on_step_end``;
 - ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step.
 """
 
@@ -98,6 +98,14 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
 
     # ------------------------------------------------------------------ sync baseline
 
+    def on_train_begin(self):
+        if self.asyncweb.rollout_mode == "sync":
+            # No prefetch: each step's batch is submitted by prepare_step and rolled out completely before the
+            # update, so nothing generates while the trainer works (WebGym's synchronous loop).
+            logger.info("rollout_mode=sync: no warm-up batches; one batch is rolled out per training step")
+            return
+        super().on_train_begin()
+
     def on_sample_end(self):
         super().on_sample_end()
         if self.asyncweb.rollout_mode == "sync":
@@ -118,12 +126,18 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         from verl_asyncweb.trainer.episode_metrics import drain_episode_metrics
 
-        tags = [tag for tag in batch.tags if not tag.get("is_padding", False)]
+        real = [(key, tag) for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+        tags = [tag for _, tag in real]
+        # Trajectories this update trained on (the useful throughput; finished ones are asyncweb/trajectories).
+        metrics["asyncweb/trained_trajectories"] = float(len(set(traj_ids_from_batch_keys([k for k, _ in real])[1])))
         lags = np.array([global_steps - 1 - int(tag.get("min_global_steps") or 0) for tag in tags], dtype=float)
         if len(lags):
             metrics["asyncweb/policy_lag/mean"] = float(lags.mean())
             metrics["asyncweb/policy_lag/max"] = float(lags.max())
         metrics.update(self._pixel_metrics)
+        watchdog = getattr(self.agent_loop_manager, "watchdog", None)
+        if watchdog is not None:
+            metrics.update(watchdog.stats())
         metrics.update(drain_episode_metrics(self, global_steps))
         step_s, wait_s = timing_raw.get("step", 0.0), timing_raw.get("gen", 0.0)
         if step_s > 0:
