@@ -66,10 +66,11 @@ WebAgentLoopWorker = ray.remote(max_restarts=MAX_WORKER_RESTARTS, max_task_retri
 class RestartableActorClass:
     """``actor_class`` whose constructor arguments stay in the object store for as long as this object lives.
 
-    Ray re-runs the constructor of a restarted actor with its original arguments, but arguments that Ray put into
-    the object store by itself are freed once the first construction is done, and a restart then fails
-    (``ReferenceCountingAssertionError``). Here every argument is put explicitly and the references are held.
-    ``options(...)`` and ``remote(...)`` behave as on a Ray actor class.
+    Ray re-runs the constructor of a restarted actor with its original arguments. In a real run (verl's task
+    runner creating the workers, Ray 2.60) the restarted worker found them already freed and died in its
+    constructor (``ReferenceCountingAssertionError``); putting every argument explicitly and holding the
+    references for the manager's lifetime fixes it (``tests/e2e``). ``options(...)`` and ``remote(...)`` behave
+    as on a Ray actor class.
     """
 
     def __init__(self, actor_class, options: dict | None = None, argument_refs: list | None = None) -> None:
