@@ -24,7 +24,7 @@ from verl_asyncweb.env.network import NetworkPolicy, origin_of
 from verl_asyncweb.env.observe import observe
 from verl_asyncweb.env.results import EvalResult, Observation, StepResult
 from verl_asyncweb.env.server import EPISODE_COOKIE, SiteServer
-from verl_asyncweb.env.session import Session, build_context, close_context
+from verl_asyncweb.env.session import Session, build_context, close_context, finish_cleanups
 from verl_asyncweb.env.stats import PoolStats
 from verl_asyncweb.env.tasks.miniwob import EPISODE_MAX_TIME_MS
 from verl_asyncweb.env.tasks.task import Task
@@ -268,6 +268,7 @@ class BrowserPool:
         session.navigated.clear()
         info = await perform(session, action, self.config, self._stats)
         state = await settle(session, self.config)
+        await finish_cleanups(session, self.config.close_timeout_s)
         session.steps += 1
         if session.events:
             info += "; " + "; ".join(session.events)

@@ -47,6 +47,8 @@ class Session:
     reward: float | None = None
     events: list[str] = field(default_factory=list)
     navigated: asyncio.Event = field(default_factory=asyncio.Event)
+    # Closes of refused popups and cancels of refused downloads still running (awaited before an observation).
+    cleanups: set[asyncio.Task] = field(default_factory=set)
     in_use: bool = False
     last_observation: Observation | None = None
 
@@ -115,14 +117,14 @@ async def build_context(session: Session, config: BrowserPoolConfig, stats: Pool
             return
         stats.add("blocked_popups")
         session.events.append(f"blocked popup {popup.url[:120]}")
-        asyncio.get_running_loop().create_task(_close_quietly(popup, config.close_timeout_s))
+        _track(session, _close_quietly(popup, config.close_timeout_s))
 
     def on_download(download: Any) -> None:
         if session.policy.allow_downloads:
             return
         stats.add("blocked_downloads")
         session.events.append(f"blocked download {download.suggested_filename[:80]!r}")
-        asyncio.get_running_loop().create_task(_cancel_quietly(download, config.close_timeout_s))
+        _track(session, _cancel_quietly(download, config.close_timeout_s))
 
     def on_frame_navigated(frame: Any) -> None:
         if frame == page.main_frame:
@@ -136,6 +138,18 @@ async def build_context(session: Session, config: BrowserPoolConfig, stats: Pool
     session.generation = session.slot.generation
     session.context_popups = popups
     session.context_downloads = downloads
+
+
+def _track(session: Session, cleanup) -> None:
+    task = asyncio.get_running_loop().create_task(cleanup)
+    session.cleanups.add(task)
+    task.add_done_callback(session.cleanups.discard)
+
+
+async def finish_cleanups(session: Session, timeout_s: float) -> None:
+    """Wait (bounded) until refused popups are closed and refused downloads cancelled."""
+    if session.cleanups:
+        await asyncio.wait(set(session.cleanups), timeout=timeout_s)
 
 
 async def close_context(session: Session, timeout_s: float) -> bool:
