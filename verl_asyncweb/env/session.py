@@ -147,7 +147,14 @@ def _track(session: Session, cleanup) -> None:
 
 
 async def finish_cleanups(session: Session, timeout_s: float) -> None:
-    """Wait (bounded) until refused popups are closed and refused downloads cancelled."""
+    """Wait (bounded) until refused popups are closed and refused downloads cancelled.
+
+    Pages of the context other than the session's own are closed here too when popups are refused: a popup whose
+    ``page`` event has not been handled yet would otherwise outlive the step.
+    """
+    if not session.policy.allow_popups and session.context is not None:
+        for extra in [p for p in session.context.pages if p is not session.page and not p.is_closed()]:
+            _track(session, _close_quietly(extra, timeout_s))
     if session.cleanups:
         await asyncio.wait(set(session.cleanups), timeout=timeout_s)
 
