@@ -98,7 +98,7 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
             for chromium in _chromium_descendants(process.pid):
                 chromium.kill()
                 killed += 1
-            time.sleep(2.0)
+            time.sleep(0.5)  # short enough that an episode in flight is hit
         saved = max(_steps(metrics))
         # The checkpoint of a step is written before its metrics line; give its files a moment to close.
         _wait(lambda: (run_dir / f"global_step_{saved}").is_dir(), process, RUN_TIMEOUT_S, "the checkpoint")
