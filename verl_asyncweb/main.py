@@ -26,6 +26,8 @@ logger = logging.getLogger("verl_asyncweb.main")
 
 # verl keys a run cannot start without (verl's defaults hold other `???` values for features a recipe may not use).
 REQUIRED_KEYS = ("actor_rollout_ref.model.path", "data.train_files", "data.val_files")
+# verl counts the weight versions a trajectory spans; derived from asyncweb.staleness (eta) as eta + 1.
+STALENESS_THRESHOLD_KEY = "trainer.v1.sampler.max_off_policy_threshold"
 USAGE = "usage: python -m verl_asyncweb.main [recipe=NAME] [key=value ...]   (recipes: {recipes})"
 
 
@@ -61,7 +63,18 @@ def load_config(argv: list[str]):
         check_verl_config(cfg, asyncweb.algo)
     except (TypeError, ValueError) as exc:
         raise SetupError(str(exc)) from exc
+    apply_staleness(cfg, asyncweb.staleness, overrides)
     return cfg, asyncweb
+
+
+def apply_staleness(cfg: DictConfig, eta: int, overrides: list[str]) -> None:
+    """Set verl's span threshold from the staleness bound eta (``asyncweb.staleness``), the one knob for it."""
+    if any(o.split("=", 1)[0].lstrip("+~") == STALENESS_THRESHOLD_KEY for o in overrides):
+        raise SetupError(
+            f"{STALENESS_THRESHOLD_KEY} is derived from asyncweb.staleness (eta, threshold = eta + 1): "
+            f"override asyncweb.staleness instead"
+        )
+    OmegaConf.update(cfg, STALENESS_THRESHOLD_KEY, eta + 1, force_add=True)
 
 
 def select_platform(asyncweb) -> None:

@@ -13,7 +13,7 @@ def test_agent_config_defaults_match_design():
     assert config.max_response_tokens == 512 and config.max_prompt_tokens == 4096
     assert config.screenshot_store_budget_bytes == 512 * 1024 * 1024
     assert config.screenshot_store_name == "asyncweb_screenshot_store"
-    assert config.screenshot_max_side == 1280 and config.stuck_repeat_limit == 3
+    assert config.screenshot_max_side == 1280 and config.stuck_repeat_limit == 2
 
 
 @pytest.mark.parametrize(

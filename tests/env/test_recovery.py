@@ -20,7 +20,11 @@ def our_chromium_pids() -> set[int]:
     return {p.pid for p in me.children(recursive=True) if "chrom" in p.name().lower()}
 
 
-async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succeed(make_config):
+WAIT_ACTION = '<tool_call>{"name":"wait","arguments":{"time":0}}</tool_call>'
+
+
+@pytest.mark.parametrize("action", [WAIT_ACTION, "no tool call at all"], ids=["valid", "invalid"])
+async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succeed(make_config, action):
     tasks = {t.task_id: t for t in load_tasks("sites")}
     task = tasks["site/shop/add-p1"]
     shared_before = our_chromium_pids()
@@ -35,9 +39,12 @@ async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succee
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        results = await asyncio.gather(
-            *(pool.step(s, '<tool_call>{"name":"wait","arguments":{"time":0}}</tool_call>') for s in sessions)
-        )
+        for _ in range(100):  # Playwright notices the closed pipe within milliseconds
+            if not any(s.slot.alive for s in sessions):
+                break
+            await asyncio.sleep(0.05)
+        # Even an action that never reaches the browser ends the episode: its page (and next screenshot) is gone.
+        results = await asyncio.gather(*(pool.step(s, action) for s in sessions))
         assert all(r.env_failed and r.done and r.error for r in results), [r.error for r in results]
         for s in sessions:
             assert (await pool.evaluate(s, task)).env_failed

@@ -47,7 +47,24 @@ def test_gpu_recipe_expresses_the_paper_resource_split():
     )
     assert cfg.data.train_batch_size * rollout.n == 128
     assert (asyncweb.algo.step_norm, asyncweb.algo.k, asyncweb.algo.behav_cap) == ("const", 10, 5.0)
-    assert cfg.trainer.v1.sampler.max_off_policy_threshold == 2
+    # AsyncWebRL max_head_offpolicyness 2: trained on weights at most 2 versions newer, so spanning <= 3 versions;
+    # eta batches ahead = (eta + 1) x 128 episodes in flight, as AReaL's staleness controller admits.
+    assert asyncweb.staleness == 2 and cfg.trainer.v1.sampler.max_off_policy_threshold == 3
+    assert cfg.trainer.v1.separate_async.num_warmup_batches == 2
+
+
+@pytest.mark.parametrize("eta", [0, 4])
+def test_staleness_sets_verls_span_threshold_and_prefetch(eta):
+    cfg, asyncweb = load_config([f"asyncweb.staleness={eta}"])
+    assert cfg.trainer.v1.sampler.max_off_policy_threshold == eta + 1
+    assert OmegaConf.select(cfg, "trainer.v1.separate_async.num_warmup_batches") == eta
+
+
+def test_verls_threshold_override_points_to_the_staleness_key():
+    with pytest.raises(SetupError, match="override asyncweb.staleness instead"):
+        load_config(["trainer.v1.sampler.max_off_policy_threshold=5"])
+    with pytest.raises(SetupError, match="asyncweb.staleness must be an integer >= 0, got -1"):
+        load_config(["asyncweb.staleness=-1"])
 
 
 def test_unknown_recipe_lists_valid_names():

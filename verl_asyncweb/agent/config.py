@@ -39,8 +39,8 @@ class AgentConfig(BaseConfig):
             only down-scaled when larger.
         max_steps: Cap on every task's step budget (0 keeps each task's own ``max_steps``); small recipes use it
             to bound episode length.
-        stuck_repeat_limit: A step is stuck when the same action was repeated this many times in a row on an
-            unchanged screenshot.
+        stuck_repeat_limit: A step is stuck when it ends a run of this many steps with the same action on the
+            same screenshot (2: it repeated the previous step's action, which did not change the page).
     """
 
     history_images: int = 1
@@ -52,7 +52,7 @@ class AgentConfig(BaseConfig):
     screenshot_put_timeout_s: float = 120.0
     screenshot_max_side: int = 1280
     max_steps: int = 0
-    stuck_repeat_limit: int = 3
+    stuck_repeat_limit: int = 2
 
     def __post_init__(self):
         _check_int("history_images", self.history_images, 1)

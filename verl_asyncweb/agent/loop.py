@@ -229,7 +229,7 @@ class WebAgentLoop(AgentLoopBase):
                 invalid_reason=result.info if result.invalid_action else None,
             )
         )
-        stuck = self._is_stuck(state)
+        stuck = self._is_stuck(state, self.agent_config.stuck_repeat_limit)
         state.stuck_steps += int(stuck)
         state.steps.append(
             {
@@ -289,12 +289,12 @@ class WebAgentLoop(AgentLoopBase):
         return None if len(prompt_ids) > limit else prompt_ids
 
     @staticmethod
-    def _is_stuck(state: EpisodeState) -> bool:
-        """This step repeated the previous step's action on an unchanged screenshot (DESIGN section 6)."""
-        if len(state.history) < 2:
+    def _is_stuck(state: EpisodeState, repeat_limit: int) -> bool:
+        """The last ``repeat_limit`` steps took the same action on the same screenshot (DESIGN section 6)."""
+        if len(state.history) < repeat_limit:
             return False
-        same_page = state.screenshots[-2] == state.screenshots[-1]
-        return same_page and state.history[-2].action_text == state.history[-1].action_text
+        same_page = len(set(state.screenshots[-repeat_limit:])) == 1
+        return same_page and len({record.action_text for record in state.history[-repeat_limit:]}) == 1
 
     def _finalize(self, state: EpisodeState, task, evaluation) -> list[AgentLoopOutput]:
         """Same reward and trajectory fields on every step-sample; versions span the whole episode."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 
 logger = logging.getLogger(__name__)
@@ -42,15 +43,10 @@ class WorkerWatchdog:
         self._current: dict[int, str] = {}
         # (worker index, incarnation, partition) -> prompt uids dispatched there and not yet seen terminal
         self._assigned: dict[tuple[int, str, str], set[str]] = defaultdict(set)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="asyncweb-worker-watchdog", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
+        """Poll in a daemon thread for the life of the process (the manager lives as long as the run)."""
+        threading.Thread(target=self._run, name="asyncweb-worker-watchdog", daemon=True).start()
 
     def assign(self, index: int, incarnation: str, partition_id: str, uids: list[str]) -> None:
         """Record that worker ``index`` (as ``incarnation``) accepted ``uids`` of ``partition_id``."""
@@ -66,7 +62,8 @@ class WorkerWatchdog:
             }
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while True:
+            time.sleep(self.interval_s)
             try:
                 self.check_once()
             except Exception:  # the watchdog must outlive any single bad poll

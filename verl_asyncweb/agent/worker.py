@@ -104,8 +104,10 @@ class WebAgentLoopManager(AgentLoopManagerTQ):
         """Dispatch as verl does, recording which worker incarnation holds which prompt groups."""
         validate = bool(prompts["validate"]) if "validate" in prompts else False
         partition_id = "val" if validate else "train"
-        chunks = prompts.chunk(len(self.agent_loop_workers))
-        pairs = list(zip(self.agent_loop_workers, chunks, strict=False))
-        incarnations = ray.get([worker.generate_sequences.remote(chunk) for worker, chunk in pairs])
-        for index, ((_, chunk), incarnation) in enumerate(zip(pairs, incarnations, strict=True)):
+        chunks = prompts.chunk(len(self.agent_loop_workers))  # fewer chunks than workers for a small batch
+        workers = self.agent_loop_workers[: len(chunks)]
+        incarnations = ray.get(
+            [worker.generate_sequences.remote(chunk) for worker, chunk in zip(workers, chunks, strict=True)]
+        )
+        for index, (chunk, incarnation) in enumerate(zip(chunks, incarnations, strict=True)):
             self.watchdog.assign(index, incarnation, partition_id, list(chunk["uid"]))

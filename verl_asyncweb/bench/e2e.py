@@ -27,8 +27,8 @@ ARMS = {
     "sync": ["asyncweb.rollout_mode=sync"],
 }
 LATENCY = ["asyncweb.env.latency.enable=true"]
-# Both modes get the same pool; only async keeps more than one batch in flight (sync submits one batch per step).
-COMMON = ["asyncweb.env.pages_per_browser={pages}", "trainer.v1.separate_async.num_warmup_batches={prefetch}"]
+# Both modes get the same pool. Async keeps the recipe's eta batches in flight ahead of the trainer (its
+# num_warmup_batches) unless --prefetch says otherwise; sync submits one batch per step.
 TIMINGS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights")
 
 
@@ -138,16 +138,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=6, help="training steps per arm (the first is warm-up)")
     parser.add_argument("--pages", type=int, default=16, help="browser pages (concurrent episodes) of every arm")
     parser.add_argument(
-        "--prefetch", type=int, default=3, help="batches async rolls out ahead of the trainer (num_warmup_batches)"
+        "--prefetch",
+        type=int,
+        default=None,
+        help="batches async rolls out ahead of the trainer (num_warmup_batches; default: the recipe's, eta)",
     )
     parser.add_argument("--arms", default="async,sync,async+latency,sync+latency")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_e2e"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    common = [f"asyncweb.env.pages_per_browser={args.pages}"]
+    if args.prefetch is not None:
+        common.append(f"trainer.v1.separate_async.num_warmup_batches={args.prefetch}")
     results = []
     for arm in args.arms.split(","):
         mode, _, latency = arm.partition("+")
-        common = [o.format(pages=args.pages, prefetch=args.prefetch) for o in COMMON]
         overrides = common + ARMS[mode] + (LATENCY if latency else [])
         results.append(run_arm(arm, overrides, args.out, args.recipe, args.steps))
         (args.out / "results.json").write_text(json.dumps(results, indent=2))

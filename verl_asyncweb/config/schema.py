@@ -53,6 +53,10 @@ class AsyncWebConfig(BaseConfig):
         build_tiny_model: Build the offline tiny Qwen2.5-VL and use it as ``actor_rollout_ref.model.path``.
         rollout_mode: ``async`` overlaps rollout with training (the paper); ``sync`` pauses generation from the
             moment a batch is sampled until the new weights are synced (WebGym's synchronous baseline).
+        staleness: The staleness bound eta: the most weight versions a trained trajectory may lag the policy it
+            updates, counted from the prompt's submission (the paper's ``max_head_offpolicyness``; 0 is
+            on-policy). ``verl_asyncweb.main`` sets verl's ``trainer.v1.sampler.max_off_policy_threshold``,
+            which counts the versions a trajectory spans, to ``staleness + 1``; older groups are dropped.
         algo: Advantage estimator, step normalizer and behaviour-weight cap.
         agent: Context window, token limits and screenshot store of the ``web_agent`` loop.
         env: Browser pool.
@@ -64,6 +68,7 @@ class AsyncWebConfig(BaseConfig):
     platform: str = "cpu"
     build_tiny_model: bool = False
     rollout_mode: str = "async"
+    staleness: int = 2
     algo: AsyncWebAlgoConfig = field(default_factory=AsyncWebAlgoConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     env: BrowserPoolConfig = field(default_factory=BrowserPoolConfig)
@@ -75,6 +80,8 @@ class AsyncWebConfig(BaseConfig):
             raise ValueError(f"asyncweb.platform must be one of {list(PLATFORMS)}, got {self.platform!r}")
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"asyncweb.rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
+        if isinstance(self.staleness, bool) or not isinstance(self.staleness, int) or self.staleness < 0:
+            raise ValueError(f"asyncweb.staleness must be an integer >= 0, got {self.staleness!r}")
 
     @classmethod
     def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:

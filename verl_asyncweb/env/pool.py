@@ -234,16 +234,21 @@ class BrowserPool:
             await asyncio.sleep(delay_s)
         parsed = self._parse(action)
         if not parsed.valid:
+            if not session.healthy:  # the page the episode was observing is gone: its next observation cannot exist
+                return await self._fail_step(session, "step: the browser page of this episode was lost", None)
             return self._invalid_step(session, parsed)
         try:
             return await asyncio.wait_for(self._step_once(session, parsed.action), self.config.step_timeout_s)
         except Exception as exc:
-            error = _describe_error(exc, "step", self.config.step_timeout_s)
-            logger.warning("session %d step failed: %s", session.session_id, error)
-            await self._recover(session, exc)
-            session.done, session.env_failed, session.error = True, True, error
-            self._stats.add("env_failures")
-            return StepResult(Observation(env_failed=True, error=error), done=True, env_failed=True, error=error)
+            return await self._fail_step(session, _describe_error(exc, "step", self.config.step_timeout_s), exc)
+
+    async def _fail_step(self, session: Session, error: str, exc: BaseException | None) -> StepResult:
+        """End the episode as failed by the environment and recover the session for the next one."""
+        logger.warning("session %d step failed: %s", session.session_id, error)
+        await self._recover(session, exc)
+        session.done, session.env_failed, session.error = True, True, error
+        self._stats.add("env_failures")
+        return StepResult(Observation(env_failed=True, error=error), done=True, env_failed=True, error=error)
 
     def _parse(self, action: str | Action | ParsedAction) -> ParsedAction:
         if isinstance(action, ParsedAction):
@@ -329,7 +334,7 @@ class BrowserPool:
             self._stats.add("recoveries_context")
         await build_context(session, self.config, self._stats, task)
 
-    async def _recover(self, session: Session, exc: BaseException) -> None:
+    async def _recover(self, session: Session, exc: BaseException | None) -> None:
         """Rung 1: close the context and open a new one. Rung 2: relaunch the browser (dead, or context stuck)."""
         if isinstance(exc, TimeoutError):
             self._stats.add("timeouts")
