@@ -136,7 +136,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench e2e", description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="cpu_smoke")
     parser.add_argument("--steps", type=int, default=6, help="training steps per arm (the first is warm-up)")
-    parser.add_argument("--pages", type=int, default=16, help="browser pages (concurrent episodes) of every arm")
+    parser.add_argument("--pages", type=int, default=24, help="browser pages (concurrent episodes) of every arm")
+    parser.add_argument(
+        "--groups", type=int, default=4, help="prompt groups (tasks) per training step, both arms (train_batch_size)"
+    )
     parser.add_argument(
         "--prefetch",
         type=int,
@@ -147,7 +150,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/bench_e2e"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    common = [f"asyncweb.env.pages_per_browser={args.pages}"]
+    common = [
+        f"asyncweb.env.pages_per_browser={args.pages}",
+        f"data.train_batch_size={args.groups}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.groups}",
+    ]
     if args.prefetch is not None:
         common.append(f"trainer.v1.separate_async.num_warmup_batches={args.prefetch}")
     results = []

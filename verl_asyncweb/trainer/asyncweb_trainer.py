@@ -1,7 +1,7 @@
 """The ``asyncweb`` trainer: verl's separate-async V1 trainer with multi-step web-agent advantages and metrics.
 
 Rollout (agent-loop workers, ``hf``/vLLM servers, the browser pool) runs continuously next to training; verl's
-replay buffer applies the episode-level staleness bound (``trainer.v1.sampler.max_off_policy_threshold``), the
+replay buffer applies the staleness bound eta (``asyncweb.staleness``, as verl's span threshold eta + 1), the
 trainer recomputes pi_prox before each update and syncs weights every ``parameter_sync_step`` updates. This
 subclass changes three named hooks:
 

@@ -96,11 +96,12 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
 def release_screenshots(trainer, traj_ids: list[str], global_step: int) -> None:
     """Drop the store's references of trajectories that can no longer be sampled (older than the staleness bound).
 
-    Consumed or dropped, a trajectory finished at step s is out of the replay buffer by step s + eta + 1.
+    Consumed or dropped, a trajectory finished at step s is out of the replay buffer by step s + threshold, verl's
+    span threshold (eta + 1); its screenshots are released a step later still.
     """
-    eta = int(trainer.config.trainer.v1.sampler.get("max_off_policy_threshold") or 0)
+    threshold = int(trainer.config.trainer.v1.sampler.get("max_off_policy_threshold") or 0)
     pending = trainer._pending_releases
-    pending.extend((global_step + eta + 2, traj_id) for traj_id in traj_ids)
+    pending.extend((global_step + threshold + 2, traj_id) for traj_id in traj_ids)
     due = [traj_id for step, traj_id in pending if step <= global_step]
     trainer._pending_releases = [(step, traj_id) for step, traj_id in pending if step > global_step]
     for traj_id in due:
