@@ -25,6 +25,7 @@ def test_default_yaml_equals_dataclass_defaults():
     ("node", "message"),
     [
         ({"platform": "tpu"}, "asyncweb.platform must be one of"),
+        ({"staleness": "2"}, "asyncweb.staleness must be an integer >= 0, got '2'"),
         ({"algo": {"step_norm": "x"}}, "asyncweb.algo.step_norm must be one of"),
         ({"agent": {"history_images": 0}}, "asyncweb.agent.history_images must be >= 1"),
         ({"env": {"step_timeout_s": -1}}, "asyncweb.env.step_timeout_s must be > 0"),

@@ -8,14 +8,9 @@ from typing import Any
 
 from verl.base_config import BaseConfig
 
+from verl_asyncweb.config.build import build_config, check_int
+
 _PREFIX = "asyncweb.agent"
-
-
-def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{_PREFIX}.{key} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{_PREFIX}.{key} must be >= {minimum}, got {value}")
 
 
 @dataclass
@@ -55,14 +50,14 @@ class AgentConfig(BaseConfig):
     stuck_repeat_limit: int = 2
 
     def __post_init__(self):
-        _check_int("history_images", self.history_images, 1)
-        _check_int("max_history_text_rounds", self.max_history_text_rounds, 0)
-        _check_int("max_response_tokens", self.max_response_tokens, 1)
-        _check_int("max_prompt_tokens", self.max_prompt_tokens, 1)
-        _check_int("max_steps", self.max_steps, 0)
-        _check_int("screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
-        _check_int("screenshot_max_side", self.screenshot_max_side, 1)
-        _check_int("stuck_repeat_limit", self.stuck_repeat_limit, 2)
+        check_int(f"{_PREFIX}.history_images", self.history_images, 1)
+        check_int(f"{_PREFIX}.max_history_text_rounds", self.max_history_text_rounds, 0)
+        check_int(f"{_PREFIX}.max_response_tokens", self.max_response_tokens, 1)
+        check_int(f"{_PREFIX}.max_prompt_tokens", self.max_prompt_tokens, 1)
+        check_int(f"{_PREFIX}.max_steps", self.max_steps, 0)
+        check_int(f"{_PREFIX}.screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
+        check_int(f"{_PREFIX}.screenshot_max_side", self.screenshot_max_side, 1)
+        check_int(f"{_PREFIX}.stuck_repeat_limit", self.stuck_repeat_limit, 2)
         timeout = self.screenshot_put_timeout_s
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise ValueError(f"{_PREFIX}.screenshot_put_timeout_s must be a number > 0, got {timeout!r}")
@@ -84,6 +79,4 @@ class AgentConfig(BaseConfig):
         Raises:
             ValueError: On an unknown key or an invalid value.
         """
-        from verl_asyncweb.config.build import build_config
-
         return build_config(cls, _PREFIX, node)

@@ -138,7 +138,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=6, help="training steps per arm (the first is warm-up)")
     parser.add_argument("--pages", type=int, default=24, help="browser pages (concurrent episodes) of every arm")
     parser.add_argument(
-        "--groups", type=int, default=4, help="prompt groups (tasks) per training step, both arms (train_batch_size)"
+        "--groups",
+        type=int,
+        default=4,
+        help="prompt groups (tasks) per training step, both arms (train_batch_size = ppo_mini_batch_size: the "
+        "recipe must update once per step, parameter_sync_step 1)",
     )
     parser.add_argument(
         "--prefetch",

@@ -29,3 +29,11 @@ def build_config(cls: type[T], prefix: str, node: T | DictConfig | Mapping[str, 
     if unknown:
         raise ValueError(f"{prefix} has unknown keys {unknown}; valid keys are {valid}")
     return cls(**data)
+
+
+def check_int(key: str, value: Any, minimum: int) -> None:
+    """Raise ``ValueError`` naming the dotted ``key`` unless ``value`` is an integer (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{key} must be >= {minimum}, got {value}")

@@ -11,7 +11,7 @@ from verl.base_config import BaseConfig
 
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.algo.config import AsyncWebAlgoConfig
-from verl_asyncweb.config.build import build_config
+from verl_asyncweb.config.build import build_config, check_int
 from verl_asyncweb.env.config import BrowserPoolConfig, JudgeConfig
 
 PLATFORMS = ("cpu", "auto")
@@ -80,8 +80,7 @@ class AsyncWebConfig(BaseConfig):
             raise ValueError(f"asyncweb.platform must be one of {list(PLATFORMS)}, got {self.platform!r}")
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"asyncweb.rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
-        if isinstance(self.staleness, bool) or not isinstance(self.staleness, int) or self.staleness < 0:
-            raise ValueError(f"asyncweb.staleness must be an integer >= 0, got {self.staleness!r}")
+        check_int("asyncweb.staleness", self.staleness, 0)
 
     @classmethod
     def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:

@@ -97,7 +97,7 @@ def release_screenshots(trainer, traj_ids: list[str], global_step: int) -> None:
     """Drop the store's references of trajectories that can no longer be sampled (older than the staleness bound).
 
     Consumed or dropped, a trajectory finished at step s is out of the replay buffer by step s + threshold, verl's
-    span threshold (eta + 1); its screenshots are released a step later still.
+    span threshold (eta + 1); its screenshots are released at step s + threshold + 2, a margin of two steps.
     """
     threshold = int(trainer.config.trainer.v1.sampler.get("max_off_policy_threshold") or 0)
     pending = trainer._pending_releases
