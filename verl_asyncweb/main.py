@@ -64,6 +64,7 @@ def load_config(argv: list[str]):
     except (TypeError, ValueError) as exc:
         raise SetupError(str(exc)) from exc
     apply_staleness(cfg, asyncweb.staleness, overrides)
+    check_micro_batches(cfg)
     return cfg, asyncweb
 
 
@@ -75,6 +76,31 @@ def apply_staleness(cfg: DictConfig, eta: int, overrides: list[str]) -> None:
             f"override asyncweb.staleness instead"
         )
     OmegaConf.update(cfg, STALENESS_THRESHOLD_KEY, eta + 1, force_add=True)
+
+
+def check_micro_batches(cfg: DictConfig) -> None:
+    """Fixed micro-batch sizes must divide a PPO mini-batch, or verl stops on the first update.
+
+    verl pads every batch of step-samples to a multiple of ``ppo_mini_batch_size * rollout.n`` and then splits
+    it into micro-batches of a fixed size (when ``use_dynamic_bsz`` is off); a size that does not divide that
+    multiple fails inside a worker ("data size must be divisible by ...") after start-up. Token-budget
+    micro-batches (``use_dynamic_bsz``) have no such constraint.
+    """
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    mini_batch = actor.ppo_mini_batch_size * rollout.n
+    fixed = []
+    if not actor.use_dynamic_bsz:
+        fixed.append(("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", actor.ppo_micro_batch_size_per_gpu))
+    if not rollout.log_prob_use_dynamic_bsz:
+        fixed.append(
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", rollout.log_prob_micro_batch_size_per_gpu)
+        )
+    wrong = [f"{key}={size}" for key, size in fixed if size and mini_batch % size]
+    if wrong:
+        raise SetupError(
+            f"{', '.join(wrong)} must divide ppo_mini_batch_size * rollout.n = {mini_batch} step-samples; "
+            "pick a divisor or set use_dynamic_bsz (micro-batches by token budget)"
+        )
 
 
 def select_platform(asyncweb) -> None:

@@ -67,6 +67,27 @@ def test_verls_threshold_override_points_to_the_staleness_key():
         load_config(["asyncweb.staleness=-1"])
 
 
+def test_fixed_micro_batches_must_divide_the_mini_batch():
+    # 3 groups x 2 trajectories: verl pads step-samples to a multiple of 6, which micro-batches of 4 cannot split.
+    three_groups = ["data.train_batch_size=3", "actor_rollout_ref.actor.ppo_mini_batch_size=3"]
+    fixed = [
+        "actor_rollout_ref.actor.use_dynamic_bsz=false",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+    ]
+    with pytest.raises(SetupError) as err:
+        load_config([*three_groups, *fixed])
+    assert str(err.value) == (
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4, "
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 must divide ppo_mini_batch_size * "
+        "rollout.n = 6 step-samples; pick a divisor or set use_dynamic_bsz (micro-batches by token budget)"
+    )
+    load_config([*three_groups, *(o.replace("=4", "=3") for o in fixed)])
+    cfg, _ = load_config(three_groups)  # the CPU recipes' token-budget micro-batches take any group count
+    assert cfg.actor_rollout_ref.actor.use_dynamic_bsz and cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz
+
+
 def test_unknown_recipe_lists_valid_names():
     with pytest.raises(RecipeError, match=r"recipe must be one of \[.*'cpu_smoke'.*\], got 'nope'"):
         load_config(["recipe=nope"])

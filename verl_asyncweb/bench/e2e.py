@@ -3,8 +3,9 @@
 Each arm is a real run of ``verl_asyncweb.main`` (verl's trainer, the hf server, Chromium) in its own run folder;
 the arms run one after another in one invocation so that their figures are comparable. Reported per arm, over the
 training steps after the first: trajectories trained on per hour (the useful throughput) and trajectories finished
-per hour (async finishes some that the staleness bound then drops), trainer-idle and rollout-idle fractions, the
-step time split (sample wait, pi_prox recompute, update, weight sync), wall time and peak RSS of the process tree.
+per hour (async finishes some that the staleness bound then drops), trainer-idle (median and mean over steps) and
+rollout-idle fractions, the step time split (sample wait, pi_prox recompute, update, weight sync), wall time and
+peak RSS of the process tree.
 Web latency (arm suffix ``+latency``) is the environment's lognormal model: median 1.5 s per step, ~5% of steps
 10 s or more, as on live websites.
 """
@@ -95,6 +96,7 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
         "trained_trajs_per_hour": trained / max(window_s, 1e-6) * 3600,
         "trajs_per_hour": finished / max(window_s, 1e-6) * 3600,
         "trainer_idle_frac": statistics.median(d.get("asyncweb/trainer_idle_frac", 0.0) for d in later),
+        "trainer_idle_frac_mean": statistics.fmean(d.get("asyncweb/trainer_idle_frac", 0.0) for d in later),
         "rollout_idle_frac": statistics.median(d.get("asyncweb/rollout_idle_frac", 0.0) for d in later),
         **{key: statistics.median(d.get(key, 0.0) for d in later) for key in TIMINGS},
         "wall_s": time.time() - started,
@@ -104,14 +106,14 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
 
 def _table(results: list[dict]) -> str:
     header = (
-        "| arm | trained traj/h | finished traj/h | trainer idle | rollout idle | sample wait s | pi_prox s "
+        "| arm | trained traj/h | finished traj/h | trainer idle (mean) | rollout idle | sample wait s | pi_prox s "
         "| update s | sync s |"
     )
     lines = [header, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         lines.append(
             f"| {r['arm']} | {r['trained_trajs_per_hour']:.0f} | {r['trajs_per_hour']:.0f} "
-            f"| {r['trainer_idle_frac']:.2f} | {r['rollout_idle_frac']:.2f} "
+            f"| {r['trainer_idle_frac']:.2f} ({r['trainer_idle_frac_mean']:.2f}) | {r['rollout_idle_frac']:.2f} "
             f"| {r['timing_s/gen']:.1f} | {r['timing_s/old_log_prob']:.1f} | {r['timing_s/update_actor']:.1f} "
             f"| {r['timing_s/update_weights']:.2f} |"
         )
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--groups",
         type=int,
-        default=4,
+        default=3,
         help="prompt groups (tasks) per training step, both arms (train_batch_size = ppo_mini_batch_size: the "
         "recipe must update once per step, parameter_sync_step 1)",
     )
