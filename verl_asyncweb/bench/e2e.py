@@ -5,7 +5,8 @@ the arms run one after another in one invocation so that their figures are compa
 training steps after the first: trajectories trained on per hour (the useful throughput) and trajectories finished
 per hour (async finishes some that the staleness bound then drops), trainer-idle (median and mean over steps) and
 rollout-idle fractions, the step time split (sample wait, pi_prox recompute, update, weight sync), wall time and
-peak memory of the process tree (PSS, and the RSS sum as an upper bound).
+peak memory (the machine's used memory above its level before the arm, and the RSS sum over the process tree as
+an upper bound).
 Web latency (arm suffix ``+latency``) is the environment's lognormal model: median 1.5 s per step, ~5% of steps
 10 s or more, as on live websites.
 """
@@ -33,43 +34,41 @@ LATENCY = ["asyncweb.env.latency.enable=true"]
 TIMINGS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_weights")
 
 
-def _pss_bytes(process: psutil.Process) -> int:
-    """Proportional set size: shared pages (libraries, Ray's shared-memory object store) split among their users."""
-    with open(f"/proc/{process.pid}/smaps_rollup") as rollup:
-        for line in rollup:
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 class _MemorySampler(threading.Thread):
-    """Peak memory (MiB) of a process and all its descendants, sampled every ``interval_s``.
+    """Peak memory (MiB) of a job, sampled every ``interval_s``; both figures are cheap to read.
 
-    ``peak_pss_mib`` is the footprint on the machine; ``peak_rss_mib`` counts every shared page once per process
-    that maps it (an upper bound, far above the machine's memory for a tree of ~40 processes importing torch).
+    ``peak_used_mib`` is the machine's used memory (total minus available) above what it was when sampling
+    started: the job's footprint, shared pages counted once, on a machine without other big jobs.
+    ``peak_rss_mib`` sums RSS over the process tree, counting every shared page once per process that maps it
+    (an upper bound, far above the machine's memory for ~40 processes that import torch).
     """
 
     def __init__(self, pid: int, interval_s: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval_s = pid, interval_s
-        self.peak_rss_mib = self.peak_pss_mib = 0.0
+        self.peak_used_mib = self.peak_rss_mib = 0.0
+        self._baseline = self._used()
         self._stop = threading.Event()
+
+    @staticmethod
+    def _used() -> int:
+        memory = psutil.virtual_memory()
+        return memory.total - memory.available
 
     def run(self) -> None:
         while not self._stop.is_set():
-            rss = pss = 0
+            rss = 0
             try:
                 root = psutil.Process(self.pid)
                 for process in [root, *root.children(recursive=True)]:
                     try:
                         rss += process.memory_info().rss
-                        pss += _pss_bytes(process)
-                    except (psutil.Error, OSError):
+                    except psutil.Error:
                         pass  # exited between listing and reading
             except psutil.Error:
                 pass
             self.peak_rss_mib = max(self.peak_rss_mib, rss / 2**20)
-            self.peak_pss_mib = max(self.peak_pss_mib, pss / 2**20)
+            self.peak_used_mib = max(self.peak_used_mib, (self._used() - self._baseline) / 2**20)
             self._stop.wait(self.interval_s)
 
     def stop(self) -> None:
@@ -120,7 +119,7 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
         "rollout_idle_frac": statistics.median(d.get("asyncweb/rollout_idle_frac", 0.0) for d in later),
         **{key: statistics.median(d.get(key, 0.0) for d in later) for key in TIMINGS},
         "wall_s": time.time() - started,
-        "peak_pss_mib": sampler.peak_pss_mib,
+        "peak_used_mib": sampler.peak_used_mib,
         "peak_rss_mib": sampler.peak_rss_mib,
     }
 
@@ -139,10 +138,10 @@ def _table(results: list[dict]) -> str:
             f"| {r['timing_s/update_weights']:.2f} |"
         )
     lines.append("")
-    lines.append("| arm | wall time s | peak PSS of the process tree MiB | peak RSS sum MiB |")
+    lines.append("| arm | wall time s | peak memory used by the job MiB | peak RSS sum MiB |")
     lines.append("| --- | ---: | ---: | ---: |")
     lines.extend(
-        f"| {r['arm']} | {r['wall_s']:.0f} | {r['peak_pss_mib']:.0f} | {r['peak_rss_mib']:.0f} |" for r in results
+        f"| {r['arm']} | {r['wall_s']:.0f} | {r['peak_used_mib']:.0f} | {r['peak_rss_mib']:.0f} |" for r in results
     )
     by_name = {r["arm"]: r for r in results}
     for suffix in ("", "+latency"):
