@@ -10,7 +10,7 @@ from aiohttp import web
 from verl_asyncweb.env import JudgeConfig, RubricFact, Task
 from verl_asyncweb.env.evaluators.judge import RubricJudge, select_screenshots
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.timeout(60)]
 KEY = "sk-test-SECRET-0123456789"
 BEHAVIOUR = web.AppKey("behaviour", dict)
 SEEN = web.AppKey("seen", list)

@@ -8,7 +8,7 @@ from verl_asyncweb.env.oracle import answer
 from verl_asyncweb.env.tasks.site_checks import run_oracle
 from verl_asyncweb.env.tasks.sites import site_task_spec
 
-pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 SITE_TASKS = load_tasks("sites")
 
 
