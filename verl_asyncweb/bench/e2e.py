@@ -40,7 +40,7 @@ class _MemorySampler(threading.Thread):
     ``peak_used_mib`` is the machine's used memory (total minus available) above what it was when sampling
     started: the job's footprint, shared pages counted once, on a machine without other big jobs.
     ``peak_rss_mib`` sums RSS over the process tree, counting every shared page once per process that maps it
-    (an upper bound, far above the machine's memory for ~40 processes that import torch).
+    (an upper bound, far above the machine's memory for the dozens of processes of a job that import torch).
     """
 
     def __init__(self, pid: int, interval_s: float = 1.0) -> None:
@@ -110,12 +110,13 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
     window_s = data[max(data)]["asyncweb/wall_s"] - data[1]["asyncweb/wall_s"]
     finished = sum(d.get("asyncweb/trajectories", 0) for d in later)
     trained = sum(d.get("asyncweb/trained_trajectories", 0) for d in later)
+    trainer_idle = [d.get("asyncweb/trainer_idle_frac", 0.0) for d in later]
     return {
         "arm": name,
         "trained_trajs_per_hour": trained / max(window_s, 1e-6) * 3600,
         "trajs_per_hour": finished / max(window_s, 1e-6) * 3600,
-        "trainer_idle_frac": statistics.median(d.get("asyncweb/trainer_idle_frac", 0.0) for d in later),
-        "trainer_idle_frac_mean": statistics.fmean(d.get("asyncweb/trainer_idle_frac", 0.0) for d in later),
+        "trainer_idle_frac": statistics.median(trainer_idle),
+        "trainer_idle_frac_mean": statistics.fmean(trainer_idle),
         "rollout_idle_frac": statistics.median(d.get("asyncweb/rollout_idle_frac", 0.0) for d in later),
         **{key: statistics.median(d.get(key, 0.0) for d in later) for key in TIMINGS},
         "wall_s": time.time() - started,
