@@ -13,14 +13,23 @@ from verl_asyncweb.env.results import Observation
 # oracles and text-side agents find targets from the observation alone.
 ELEMENTS_JS = """
 (limit) => {
-  const sel = 'a,button,input,textarea,select,label,h1,h2,h3,th,td,li,p,dt,dd,[role=button],[data-info]';
+  const sel = 'a,button,input,textarea,select,label,h1,h2,h3,th,td,li,p,dt,dd,[role=button],[role=link],[data-info],'
+    + '[onclick],span,div';
   const W = window.innerWidth, H = window.innerHeight, out = [];
+  const listed = 'a,button,input,textarea,select,label,h1,h2,h3,th,td,li,p,dt,dd,[role=button],[role=link],[data-info]';
   for (const el of document.querySelectorAll(sel)) {
     if (out.length >= limit) break;
     const r = el.getBoundingClientRect();
     if (r.width < 1 || r.height < 1 || r.bottom < 0 || r.right < 0 || r.top > H || r.left > W) continue;
     const st = getComputedStyle(el);
     if (st.visibility === 'hidden' || st.display === 'none') continue;
+    // Generic containers count only when a user can click them: a handler or a pointer cursor of their own
+    // (MiniWoB's click-link targets are <span class="alink">), not one inherited from a clickable parent.
+    if (!el.matches(listed)) {
+      const parent = el.parentElement;
+      const own = st.cursor === 'pointer' && !(parent && getComputedStyle(parent).cursor === 'pointer');
+      if (!el.hasAttribute('onclick') && !own) continue;
+    }
     const box = el.type === 'checkbox' || el.type === 'radio';
     let text = box ? Array.from(el.labels || []).map((l) => l.innerText).join(' ')
       : (el.innerText || el.value || el.getAttribute('aria-label') || el.getAttribute('placeholder') || '');

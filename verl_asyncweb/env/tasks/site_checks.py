@@ -100,35 +100,38 @@ def ticket_has(tid: str, **fields: Any) -> Check:
     return check
 
 
-async def run_oracle(pool: Any, session: Any, obs: Any, plan: tuple) -> Any:
-    """Execute an oracle plan through ``pool.step`` only; returns the last :class:`StepResult`.
+def plan_step_actions(op: str, args: list, obs: Any) -> list[str]:
+    """The ``<tool_call>`` texts of one oracle plan step, with targets resolved in ``obs``'s element list.
 
     Plan steps: ``("click", text[, kind])``, ``("type", field_name, text)`` (click the field, type),
     ``("replace", field_name, text)`` (click, select all, type), ``("search", field_name, text)`` (type + Enter),
     ``("navigate", path)`` (on the current origin) and ``("answer", text)``.
+    """
+    if op == "click":
+        return [oracle.click(oracle.find(obs, args[0], kind=args[1] if len(args) > 1 else None))]
+    if op in ("type", "search"):
+        at = oracle.find(obs, kind="input", name=args[0])
+        return [oracle.type_text(args[1], press_enter=op == "search", coordinate=at)]
+    if op == "replace":
+        at = oracle.find(obs, kind="input", name=args[0])
+        return [oracle.click(at), oracle.tool_call("key", keys=["ctrl", "a"]), oracle.type_text(args[1])]
+    if op == "navigate":
+        origin = re.match(r"https?://[^/]+", obs.url).group(0)
+        return [oracle.tool_call("navigate", url=origin + args[0])]
+    if op == "answer":
+        return [oracle.answer(args[0])]
+    raise ValueError(f"unknown oracle step {op!r}")
+
+
+async def run_oracle(pool: Any, session: Any, obs: Any, plan: tuple) -> Any:
+    """Execute an oracle plan (see :func:`plan_step_actions`) through ``pool.step`` only; returns the last result.
 
     Raises:
         AssertionError: If a step fails in the environment (the oracle is a test of the site, not of the pool).
     """
     result = None
     for op, *args in plan:
-        texts: list[str]
-        if op == "click":
-            texts = [oracle.click(oracle.find(obs, args[0], kind=args[1] if len(args) > 1 else None))]
-        elif op in ("type", "search"):
-            at = oracle.find(obs, kind="input", name=args[0])
-            texts = [oracle.type_text(args[1], press_enter=op == "search", coordinate=at)]
-        elif op == "replace":
-            at = oracle.find(obs, kind="input", name=args[0])
-            texts = [oracle.click(at), oracle.tool_call("key", keys=["ctrl", "a"]), oracle.type_text(args[1])]
-        elif op == "navigate":
-            origin = re.match(r"https?://[^/]+", obs.url).group(0)
-            texts = [oracle.tool_call("navigate", url=origin + args[0])]
-        elif op == "answer":
-            texts = [oracle.answer(args[0])]
-        else:
-            raise ValueError(f"unknown oracle step {op!r}")
-        for text in texts:
+        for text in plan_step_actions(op, args, obs):
             result = await pool.step(session, text)
             assert not result.env_failed and not result.invalid_action, (op, args, result.info, result.error)
             obs = result.observation
