@@ -26,6 +26,8 @@ def test_agent_config_defaults_match_design():
         ({"stuck_repeat_limit": 1}, "asyncweb.agent.stuck_repeat_limit must be >= 2, got 1"),
         ({"screenshot_store_name": " "}, "asyncweb.agent.screenshot_store_name must be a non-empty string"),
         ({"screenshot_put_timeout_s": 0}, "asyncweb.agent.screenshot_put_timeout_s must be a number > 0, got 0"),
+        ({"observation": "pixels"}, "asyncweb.agent.observation must be one of"),
+        ({"max_element_lines": 0}, "asyncweb.agent.max_element_lines must be >= 1, got 0"),
     ],
 )
 def test_agent_config_rejects_bad_values_with_key_and_value(overrides, message):
@@ -38,3 +40,12 @@ def test_agent_config_from_dict_rejects_unknown_keys_and_lists_valid_ones():
     assert AgentConfig.from_dict(None) == AgentConfig()
     with pytest.raises(ValueError, match=r"unknown keys \['history_image'\]; valid keys are \[.*'history_images'"):
         AgentConfig.from_dict({"history_image": 2})
+
+
+def test_element_observation_turns_on_the_pools_element_list():
+    from verl_asyncweb.config.schema import AsyncWebConfig
+
+    plain = AsyncWebConfig.from_config({"agent": {"observation": "screenshot"}})
+    assert plain.env.accessibility_text is False and not plain.agent.shows_elements
+    with_elements = AsyncWebConfig.from_config({"agent": {"observation": "screenshot+elements"}})
+    assert with_elements.env.accessibility_text is True and with_elements.agent.shows_elements

@@ -7,7 +7,14 @@ import re
 
 import pytest
 
-from verl_asyncweb.agent.prompts import SYSTEM_PROMPT, StepRecord, build_messages, format_step_line
+from verl_asyncweb.agent.prompts import (
+    SYSTEM_PROMPT,
+    USER_INSTRUCTION,
+    StepRecord,
+    build_messages,
+    format_elements,
+    format_step_line,
+)
 from verl_asyncweb.env.actions import ACTION_NAMES, parse_action
 
 
@@ -119,3 +126,21 @@ def test_build_messages_renders_with_qwen_chat_template():
     rendered = env.from_string(CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=True)
     assert rendered.count("<|image_pad|>") == len(images) == 2
     assert rendered.rstrip().endswith("<|im_start|>assistant")
+
+
+ELEMENTS = '[0] button "Submit" @(120,340)\n[1] span "next" @(500,80)\n[2] input[text] "" @(300,200)'
+
+
+def test_build_messages_shows_the_element_list_after_the_screenshot_when_given():
+    messages, images = build_messages("t", None, None, [], "shot", elements=ELEMENTS)
+    text = _user_text(messages)
+    assert len(images) == 1
+    assert text.index("Current screenshot:") < text.index("Elements on the page") < text.index(USER_INSTRUCTION)
+    assert '[1] span "next" @(500,80)' in text
+    assert "Elements" not in _user_text(build_messages("t", None, None, [], "shot")[0])
+
+
+def test_format_elements_caps_lines_and_says_how_many_were_left_out():
+    text = format_elements(ELEMENTS, max_lines=2)
+    assert '[1] span "next"' in text and "[2]" not in text and "(1 more not shown)" in text
+    assert format_elements("", max_lines=5) == "Elements: none"

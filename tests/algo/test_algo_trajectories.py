@@ -87,6 +87,19 @@ def test_dynamic_sampling_zeroes_and_flags_constant_groups():
     assert_close(on.advantages[5:], off.advantages[5:], rtol=0, atol=0)
 
 
+def test_negate_advantage_control_flips_every_advantage_and_keeps_the_filter():
+    rewards, mask, uid, traj, steps = _step_batch(
+        [("a", "a1", 1.0, 2), ("a", "a2", 1.0, 3), ("b", "b1", 1.0, 2), ("b", "b2", 0.0, 3)]
+    )
+    cfg = {"step_norm": "traj", "dynamic_sampling": True}
+    plain = compute_multistep_advantages_for_batch(rewards, mask, uid, traj, steps, cfg)
+    flipped = compute_multistep_advantages_for_batch(rewards, mask, uid, traj, steps, {**cfg, "negate_advantage": True})
+    assert bool((plain.advantages[5:7][mask[5:7] > 0] > 0).all()), "the success of the mixed group is pushed up"
+    assert_close(flipped.advantages, -plain.advantages, rtol=0, atol=0)
+    assert flipped.filtered_rows.tolist() == plain.filtered_rows.tolist()
+    assert flipped.metrics["asyncweb/adv/abs_mean"] == plain.metrics["asyncweb/adv/abs_mean"] > 0
+
+
 def test_raftpp_config_trains_successful_trajectories_only():
     rewards, mask, uid, traj, steps = _step_batch([("g", "s", 1.0, 2), ("g", "f", 0.0, 4)])
     out = compute_multistep_advantages_for_batch(

@@ -11,6 +11,7 @@ from verl.base_config import BaseConfig
 from verl_asyncweb.config.build import build_config, check_int
 
 _PREFIX = "asyncweb.agent"
+OBSERVATIONS = ("screenshot", "screenshot+elements")
 
 
 @dataclass
@@ -36,6 +37,9 @@ class AgentConfig(BaseConfig):
             to bound episode length.
         stuck_repeat_limit: A step is stuck when it ends a run of this many steps with the same action on the
             same screenshot (2: it repeated the previous step's action, which did not change the page).
+        observation: What the prompt shows of the page: ``screenshot`` (always) or ``screenshot+elements``, which
+            adds the pool's list of visible elements (kind, text, centre in 0-1000 coordinates) as text.
+        max_element_lines: With ``screenshot+elements``, at most this many element lines are shown.
     """
 
     history_images: int = 1
@@ -48,6 +52,8 @@ class AgentConfig(BaseConfig):
     screenshot_max_side: int = 1280
     max_steps: int = 0
     stuck_repeat_limit: int = 2
+    observation: str = "screenshot"
+    max_element_lines: int = 40
 
     def __post_init__(self):
         check_int(f"{_PREFIX}.history_images", self.history_images, 1)
@@ -58,6 +64,9 @@ class AgentConfig(BaseConfig):
         check_int(f"{_PREFIX}.screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
         check_int(f"{_PREFIX}.screenshot_max_side", self.screenshot_max_side, 1)
         check_int(f"{_PREFIX}.stuck_repeat_limit", self.stuck_repeat_limit, 2)
+        check_int(f"{_PREFIX}.max_element_lines", self.max_element_lines, 1)
+        if self.observation not in OBSERVATIONS:
+            raise ValueError(f"{_PREFIX}.observation must be one of {list(OBSERVATIONS)}, got {self.observation!r}")
         timeout = self.screenshot_put_timeout_s
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise ValueError(f"{_PREFIX}.screenshot_put_timeout_s must be a number > 0, got {timeout!r}")
@@ -65,6 +74,11 @@ class AgentConfig(BaseConfig):
             raise ValueError(
                 f"{_PREFIX}.screenshot_store_name must be a non-empty string, got {self.screenshot_store_name!r}"
             )
+
+    @property
+    def shows_elements(self) -> bool:
+        """The prompt carries the page's element list (the pool must collect it)."""
+        return self.observation == "screenshot+elements"
 
     @classmethod
     def from_dict(cls, node: Mapping[str, Any] | None) -> AgentConfig:

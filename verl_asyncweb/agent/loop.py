@@ -117,6 +117,46 @@ def _image(data: bytes):
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 
+def step_messages(agent_config: AgentConfig, state: EpisodeState, observation) -> tuple[list[dict], list[Any]]:
+    """The chat messages of this step and the screenshots they reference (see :func:`.prompts.build_messages`)."""
+    from verl_asyncweb.agent.prompts import build_messages
+
+    return build_messages(
+        state.instruction,
+        state.memory,
+        state.progress,
+        state.history,
+        observation.screenshot,
+        history_images=agent_config.history_images,
+        max_history_text_rounds=agent_config.max_history_text_rounds,
+        elements=observation.accessibility_text if agent_config.shows_elements else None,
+        max_element_lines=agent_config.max_element_lines,
+    )
+
+
+def advance_state(state: EpisodeState, step_index: int, parsed, observation, result) -> None:
+    """Fold one executed step into the episode: Memory/Progress, invalid count, final answer, history line."""
+    from verl_asyncweb.agent.prompts import StepRecord
+    from verl_asyncweb.agent.response import merge_memory
+
+    state.memory = merge_memory(state.memory, parsed.memory)
+    state.progress = parsed.progress if parsed.progress is not None else state.progress
+    state.invalid_actions += int(result.invalid_action)
+    action = parsed.action
+    if action is not None and type(action.action).__name__ == "Answer":
+        state.answer = action.action.text
+    state.history.append(
+        StepRecord(
+            step_index=step_index,
+            intention=parsed.intention,
+            action_text=parsed.action_text or parsed.tool_call_text,
+            action_result=result.info,
+            screenshot=observation.screenshot,
+            invalid_reason=result.info if result.invalid_action else None,
+        )
+    )
+
+
 @register(AGENT_NAME)
 class WebAgentLoop(AgentLoopBase):
     """Runs one web episode and returns one ``AgentLoopOutput`` per step (see the module docstring)."""
@@ -147,10 +187,14 @@ class WebAgentLoop(AgentLoopBase):
         finally:
             await pool.release(session)
         summary = self._summary(task, state, evaluation, started)
-        stats_actor().report_episode.remote(summary)
+        self.report_episode(summary)
         if evaluation.env_failed or evaluation.masked:
             raise EnvironmentFailure(f"episode {state.traj_id} on {task.task_id}: {'; '.join(evaluation.reasons)}")
         return self._finalize(state, task, evaluation)
+
+    def report_episode(self, summary: dict[str, Any]) -> None:
+        """Send the finished episode's report to the run's rollout-stats actor (the evaluator collects it)."""
+        stats_actor().report_episode.remote(summary)
 
     async def _run_episode(self, pool, session, task, state: EpisodeState, sampling_params):
         from verl_asyncweb.env import EvalResult
@@ -177,19 +221,10 @@ class WebAgentLoop(AgentLoopBase):
         return await pool.evaluate(session, task, state.answer, state.screenshots)
 
     async def _step(self, pool, session, task, state: EpisodeState, observation, step_index: int, sampling_params):
-        from verl_asyncweb.agent.prompts import StepRecord, build_messages
-        from verl_asyncweb.agent.response import merge_memory, parse_response
+        from verl_asyncweb.agent.response import parse_response
 
         state.screenshots.append(observation.screenshot)
-        messages, image_bytes = build_messages(
-            state.instruction,
-            state.memory,
-            state.progress,
-            state.history,
-            observation.screenshot,
-            history_images=self.agent_config.history_images,
-            max_history_text_rounds=self.agent_config.max_history_text_rounds,
-        )
+        messages, image_bytes = step_messages(self.agent_config, state, observation)
         images = [_image(blob) for blob in image_bytes]
         mm_inputs: dict[str, Any] = {}
         prompt_ids = await self._prompt_ids(messages, images, mm_inputs)
@@ -212,23 +247,9 @@ class WebAgentLoop(AgentLoopBase):
         )
         version = output.extra_fields.get("max_global_steps", output.extra_fields.get("global_steps")) or 0
         state.versions.append(int(version))
-        state.memory = merge_memory(state.memory, parsed.memory)
-        state.progress = parsed.progress if parsed.progress is not None else state.progress
         action = parsed.action
         result = await pool.step(session, action)
-        state.invalid_actions += int(result.invalid_action)
-        if action is not None and type(action.action).__name__ == "Answer":
-            state.answer = action.action.text
-        state.history.append(
-            StepRecord(
-                step_index=step_index,
-                intention=parsed.intention,
-                action_text=parsed.action_text or parsed.tool_call_text,
-                action_result=result.info,
-                screenshot=observation.screenshot,
-                invalid_reason=result.info if result.invalid_action else None,
-            )
-        )
+        advance_state(state, step_index, parsed, observation, result)
         stuck = self._is_stuck(state, self.agent_config.stuck_repeat_limit)
         state.stuck_steps += int(stuck)
         state.steps.append(

@@ -92,6 +92,16 @@ def format_step_line(record: StepRecord) -> str:
     return " ".join(parts)
 
 
+def format_elements(elements: str, max_lines: int) -> str:
+    """The element list as prompt text: at most ``max_lines`` lines, with a note on how many were left out."""
+    lines = [line for line in elements.splitlines() if line.strip()]
+    shown = lines[:max_lines]
+    text = "\n".join(["Elements on the page (kind, text, centre [x, y]):", *shown] if shown else ["Elements: none"])
+    if len(lines) > len(shown):
+        text += f"\n({len(lines) - len(shown)} more not shown)"
+    return text
+
+
 def _json_text(value: dict | None) -> str:
     try:
         return json.dumps(value if isinstance(value, dict) else {}, ensure_ascii=False)
@@ -108,6 +118,8 @@ def build_messages(
     history_images: int = 1,
     max_history_text_rounds: int = 8,
     system_prompt: str = SYSTEM_PROMPT,
+    elements: str | None = None,
+    max_element_lines: int = 40,
 ) -> tuple[list[dict], list[Any]]:
     """Chat messages of one step and the images they reference, in order.
 
@@ -124,6 +136,9 @@ def build_messages(
         history_images: ``asyncweb.agent.history_images``, >= 1.
         max_history_text_rounds: ``asyncweb.agent.max_history_text_rounds``, >= 0.
         system_prompt: Text of the system message.
+        elements: The page's element list (``Observation.accessibility_text``) to show after the current
+            screenshot (``asyncweb.agent.observation: screenshot+elements``); ``None`` shows none.
+        max_element_lines: At most this many element lines are shown.
 
     Returns:
         ``(messages, images)``: ``messages`` is ``[system, user]`` where the user content is a list of
@@ -172,6 +187,8 @@ def build_messages(
         images.append(current_screenshot)
     else:
         content.append({"type": "text", "text": "\nCurrent screenshot: (not available)"})
+    if elements is not None:
+        content.append({"type": "text", "text": format_elements(elements, max_element_lines)})
     content.append({"type": "text", "text": USER_INSTRUCTION})
 
     messages = [

@@ -223,3 +223,14 @@ def merge_memory(previous: dict | None, parsed: ParsedResponse | dict | None) ->
     if isinstance(new, dict):
         return dict(new)
     return dict(previous) if isinstance(previous, dict) else {}
+
+
+def format_response(memory: dict, progress: dict, intention: str, action_text: str, tool_call: str) -> str:
+    """A response in the layout the system prompt asks for (what :func:`parse_response` reads back)."""
+    return (
+        f"Memory: {json.dumps(memory, ensure_ascii=False)}\n"
+        f"Progress: {json.dumps(progress, ensure_ascii=False)}\n"
+        f"Intention: {intention}\n"
+        f"Action: {action_text}\n"
+        f"{tool_call}"
+    )

@@ -56,6 +56,9 @@ class AsyncWebAlgoConfig(BaseConfig):
             advantage and mark their rows for removal (DAPO-style). verl's replay buffer can do the removal
             before training: ``algorithm.filter_groups.enable=true``, ``algorithm.filter_groups.metric=reward``.
         success_threshold: RAFT++ counts a trajectory as successful when its reward is strictly above this.
+        negate_advantage: A control, never a training setting: every advantage's sign is flipped, so updates
+            push away from rewarded behaviour. A run with it must not improve; if it does, the gain did not
+            come from the RL signal.
     """
 
     estimator: str = "multistep_grpo"
@@ -67,6 +70,7 @@ class AsyncWebAlgoConfig(BaseConfig):
     behav_cap_mode: str = "drop"
     dynamic_sampling: bool = True
     success_threshold: float = 0.0
+    negate_advantage: bool = False
 
     def __post_init__(self):
         _one_of("asyncweb.algo.estimator", self.estimator, ESTIMATORS)
@@ -80,6 +84,8 @@ class AsyncWebAlgoConfig(BaseConfig):
         check_behav_cap("asyncweb.algo", self.behav_cap, self.behav_cap_mode)
         if not isinstance(self.dynamic_sampling, bool):
             raise ValueError(f"asyncweb.algo.dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
+        if not isinstance(self.negate_advantage, bool):
+            raise ValueError(f"asyncweb.algo.negate_advantage must be true or false, got {self.negate_advantage!r}")
         if isinstance(self.success_threshold, bool) or not isinstance(self.success_threshold, int | float):
             raise ValueError(f"asyncweb.algo.success_threshold must be a number, got {self.success_threshold!r}")
 

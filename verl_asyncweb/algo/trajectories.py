@@ -231,6 +231,8 @@ def compute_multistep_advantages_for_batch(
     if config.dynamic_sampling and len(table.traj_ids):
         filtered = constant_group_mask(table.rewards, table.groups)
         adv = torch.where(filtered, torch.zeros_like(adv), adv)
+    if config.negate_advantage:
+        adv = -adv
 
     row_to_traj = table.row_to_traj.to(token_level_rewards.device)
     padded_adv = torch.cat([adv, adv.new_zeros(1)]).to(token_level_rewards.device)

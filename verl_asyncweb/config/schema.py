@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -28,18 +28,28 @@ class TaskSetConfig(BaseConfig):
         val: Task sources for validation (same forms); empty means no validation set.
         max_train_tasks: Keep at most this many training tasks (0 = all), chosen with ``seed``.
         seed: Seed of task sampling and MiniWoB episode seeds.
+        miniwob_instances: Seeded instances of each MiniWoB++ task (one dataset row each); the evaluator's
+            held-out instances come from another base seed (:mod:`verl_asyncweb.learning.splits`).
     """
 
     train: list[str] = field(default_factory=lambda: ["sites"])
     val: list[str] = field(default_factory=list)
     max_train_tasks: int = 0
     seed: int = 0
+    miniwob_instances: int = 1
 
     def __post_init__(self):
         if not self.train:
             raise ValueError("asyncweb.tasks.train must name at least one task source, got []")
         if self.max_train_tasks < 0:
             raise ValueError(f"asyncweb.tasks.max_train_tasks must be >= 0, got {self.max_train_tasks}")
+        check_int("asyncweb.tasks.miniwob_instances", self.miniwob_instances, 1)
+        from verl_asyncweb.learning.splits import HELD_OUT_SEED
+
+        if self.seed == HELD_OUT_SEED:
+            raise ValueError(
+                f"asyncweb.tasks.seed must not be {HELD_OUT_SEED}: it is the evaluator's held-out base seed"
+            )
 
 
 @dataclass
@@ -81,6 +91,9 @@ class AsyncWebConfig(BaseConfig):
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"asyncweb.rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
         check_int("asyncweb.staleness", self.staleness, 0)
+        if self.agent.shows_elements:
+            # The prompt shows the element list, so the pool collects it: one switch, not two that must agree.
+            object.__setattr__(self, "env", replace(self.env, accessibility_text=True))
 
     @classmethod
     def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:
