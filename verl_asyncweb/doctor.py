@@ -129,9 +129,9 @@ def _playwright_check() -> Check:
 
 
 def _model_cache_check() -> Check:
-    from verl_asyncweb.backends.tiny_model import DEFAULT_CACHE_DIR, TinyModelSpec
+    from verl_asyncweb.backends.tiny_model import default_model_dir
 
-    path = DEFAULT_CACHE_DIR / f"tiny-qwen2.5-vl-{TinyModelSpec().fingerprint()}"
+    path = default_model_dir("tiny")
     built = (path / ".complete").exists()
     return Check(
         "tiny model cache",

@@ -138,7 +138,9 @@ def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
         cfg.actor_rollout_ref.model.path = str(build_tiny_model())
     tasks = asyncweb.tasks
     try:
-        train = load_task_sources(tasks.train, seed=tasks.seed, max_tasks=tasks.max_train_tasks)
+        train = load_task_sources(
+            tasks.train, seed=tasks.seed, max_tasks=tasks.max_train_tasks, miniwob_instances=tasks.miniwob_instances
+        )
         val = load_task_sources(tasks.val, seed=tasks.seed) if tasks.val else train[: max(1, len(train) // 4)]
     except (OSError, ValueError) as exc:
         raise SetupError(f"asyncweb.tasks: {exc}") from exc

@@ -27,13 +27,16 @@ def parse_source(spec: str) -> tuple[str, dict[str, Any]]:
     return spec, {}
 
 
-def load_task_sources(specs: list[str], seed: int = 0, max_tasks: int = 0) -> list[Task]:
-    """Load and concatenate task sources; keep ``max_tasks`` of them (0 = all), sampled with ``seed``."""
+def load_task_sources(specs: list[str], seed: int = 0, max_tasks: int = 0, miniwob_instances: int = 1) -> list[Task]:
+    """Load and concatenate task sources; keep ``max_tasks`` of them (0 = all), sampled with ``seed``.
+
+    MiniWoB++ sources give ``miniwob_instances`` seeded instances of each task, from base seed ``seed``.
+    """
     tasks: list[Task] = []
     for spec in specs:
         source, kwargs = parse_source(spec)
         if source == "miniwob":
-            kwargs["seed"] = seed
+            kwargs.update(seed=seed, episodes_per_task=miniwob_instances)
         if source == "sites" and "task_ids" in kwargs:
             wanted = {name if name.startswith("site/") else f"site/{name}" for name in kwargs.pop("task_ids")}
             selected = [task for task in load_tasks("sites") if task.task_id in wanted]

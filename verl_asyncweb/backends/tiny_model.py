@@ -1,8 +1,11 @@
-"""A tiny Qwen2.5-VL built offline: deterministic byte-level BPE tokenizer, random weights, Qwen-VL processor.
+"""Small Qwen2.5-VL models built offline: deterministic byte-level BPE tokenizer, random weights, Qwen-VL processor.
 
-It stands in for a real checkpoint on machines without a GPU or a model hub (CI, laptops). Nothing is downloaded:
+They stand in for a real checkpoint on machines without a GPU or a model hub (CI, laptops). Nothing is downloaded:
 the tokenizer is trained from ``corpus/web_agent_corpus.txt`` shipped in this package, the weights are drawn
-from a fixed seed. ``python -m verl_asyncweb.backends.tiny_model [DIR]`` builds it and prints the path.
+from a fixed seed. Two sizes (:data:`MODEL_SIZES`): ``tiny`` (hidden 64, 2 layers: the pipeline's smoke model)
+and ``small`` (hidden 256, 4 layers, a wider vision tower: large enough to learn MiniWoB++ tasks from
+demonstrations and RL on a CPU). ``python -m verl_asyncweb.backends.tiny_model [DIR] [--size small]`` builds one
+and prints the path.
 """
 
 import argparse
@@ -81,6 +84,33 @@ class TinyModelSpec:
         return hashlib.sha256(text).hexdigest()[:16]
 
 
+MODEL_SIZES = {
+    "tiny": TinyModelSpec(),
+    "small": TinyModelSpec(
+        hidden_size=256,
+        intermediate_size=1024,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        vision_hidden_size=64,
+        vision_intermediate_size=128,
+    ),
+}
+"""Named model sizes; every size shares the tokenizer and processor settings."""
+
+
+def model_spec(size: str) -> TinyModelSpec:
+    """The spec of a named size; raises ``ValueError`` listing the sizes."""
+    if size not in MODEL_SIZES:
+        raise ValueError(f"model size must be one of {list(MODEL_SIZES)}, got {size!r}")
+    return MODEL_SIZES[size]
+
+
+def default_model_dir(size: str = "tiny") -> Path:
+    """Where :func:`build_tiny_model` puts a named size in the cache (its name carries the spec's fingerprint)."""
+    return DEFAULT_CACHE_DIR / f"{size}-qwen2.5-vl-{model_spec(size).fingerprint()}"
+
+
 def train_tokenizer(spec: TinyModelSpec):
     """Train the byte-level BPE on the shipped corpus; the same corpus and spec give byte-identical files."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -101,21 +131,22 @@ def train_tokenizer(spec: TinyModelSpec):
 
 
 def build_tiny_model(
-    output_dir: str | Path | None = None, spec: TinyModelSpec | None = None, force: bool = False
+    output_dir: str | Path | None = None, spec: TinyModelSpec | None = None, force: bool = False, size: str = "tiny"
 ) -> Path:
-    """Write tokenizer, processor and randomly initialised weights of a tiny Qwen2.5-VL to ``output_dir``.
+    """Write tokenizer, processor and randomly initialised weights of a small Qwen2.5-VL to ``output_dir``.
 
     Args:
-        output_dir: target folder; defaults to ``$VERL_ASYNCWEB_CACHE/tiny-qwen2.5-vl-<fingerprint>``.
-        spec: model sizes; defaults to :class:`TinyModelSpec`.
+        output_dir: target folder; defaults to ``$VERL_ASYNCWEB_CACHE/<size>-qwen2.5-vl-<fingerprint>``.
+        spec: model sizes; defaults to the named ``size``.
         force: rebuild even if a complete build is already there.
+        size: a name of :data:`MODEL_SIZES`, used when ``spec`` is not given.
 
     Returns:
         The folder, loadable with ``AutoProcessor.from_pretrained`` and
         ``Qwen2_5_VLForConditionalGeneration.from_pretrained``.
     """
-    spec = spec or TinyModelSpec()
-    output_dir = Path(output_dir) if output_dir else DEFAULT_CACHE_DIR / f"tiny-qwen2.5-vl-{spec.fingerprint()}"
+    spec = spec or model_spec(size)
+    output_dir = Path(output_dir) if output_dir else default_model_dir(size)
     marker = output_dir / ".complete"
     if marker.exists() and not force:
         return output_dir
@@ -123,7 +154,7 @@ def build_tiny_model(
     _write_processor(output_dir, spec)
     _write_weights(output_dir, spec)
     marker.write_text(spec.fingerprint() + "\n")
-    logger.info("built tiny Qwen2.5-VL at %s", output_dir)
+    logger.info("built %s Qwen2.5-VL at %s", size, output_dir)
     return output_dir
 
 
@@ -202,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output_dir", nargs="?", default=None, help="target folder (default: the cache folder)")
     parser.add_argument("--force", action="store_true", help="rebuild even if already built")
+    parser.add_argument("--size", default="tiny", choices=sorted(MODEL_SIZES), help="model size (default: tiny)")
     args = parser.parse_args(argv)
-    print(build_tiny_model(args.output_dir, force=args.force))
+    print(build_tiny_model(args.output_dir, force=args.force, size=args.size))
     return 0
 
 

@@ -1,0 +1,137 @@
+"""Demonstrations, warm start and evaluation on a real Chromium: the agent's own format end to end.
+
+Demonstrations are recorded by the MiniWoB++ oracles through ``BrowserPool.step``; their prompts must tokenize
+exactly as the ``web_agent`` loop tokenizes them (the warm start trains on what the policy will see), their
+responses must parse into valid actions in the agent's layout, and the evaluator must run held-out instances
+only.
+"""
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+from transformers import AutoProcessor
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+
+from verl_asyncweb.agent.loop import WebAgentLoop
+from verl_asyncweb.agent.response import parse_response
+from verl_asyncweb.config.schema import AsyncWebConfig
+from verl_asyncweb.learning.demos import load_demos, record_demos
+from verl_asyncweb.learning.evaluate import evaluate
+from verl_asyncweb.learning.splits import HELD_OUT_SEED
+from verl_asyncweb.learning.warm_start import prompt_builder, step_sample, warm_start
+from verl_asyncweb.main import load_config
+from verl_asyncweb.task_dataset import load_task_sources
+
+pytestmark = [pytest.mark.browser, pytest.mark.ray, pytest.mark.timeout(600)]
+
+TASKS = ["miniwob:click-test,click-link"]
+
+
+@pytest.fixture(scope="module")
+def learning_config():
+    cfg, asyncweb = load_config(["recipe=laptop_learning"])
+    return cfg, asyncweb
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory, learning_config):
+    _, asyncweb = learning_config
+    out = tmp_path_factory.mktemp("demos")
+    tasks = load_task_sources(TASKS, seed=asyncweb.tasks.seed, miniwob_instances=2)
+    manifest = record_demos(tasks, asyncweb.agent, asyncweb.env, out)
+    return out, manifest
+
+
+def test_demonstrations_are_successful_episodes_in_the_agents_layout(demos):
+    out, manifest = demos
+    assert manifest["episodes"] == 4 and not manifest["failed"]
+    steps = load_demos(out)
+    assert len(steps) == manifest["steps"] == 4
+    assert {step["name"] for step in steps} == {"click-test", "click-link"}
+    for step in steps:
+        parsed = parse_response(step["response"], viewport=(480, 320))
+        assert parsed.invalid_reason is None and parsed.action.name == "left_click"
+        assert parsed.memory == {} and parsed.progress == {"done": 0, "left": 1}
+        assert parsed.intention.startswith("click")
+        user_text = "".join(item.get("text", "") for item in step["messages"][1]["content"])
+        assert "Elements on the page" in user_text, "the recipe's observation includes the element list"
+        assert len(step["images"]) == 1 and (out / step["images"][0]).is_file()
+    # The click-link target is a <span> in MiniWoB's page: the element list must offer it.
+    link = next(step for step in steps if step["name"] == "click-link")
+    assert '"' + link["response"].split('click "')[1].split('"')[0] + '" @(' in json.dumps(link["messages"])
+
+
+async def test_demo_prompts_tokenize_as_the_agent_loop_tokenizes_them(demos, learning_config, tiny_model_path):
+    out, _ = demos
+    cfg, _ = learning_config
+    cfg = OmegaConf.merge(cfg, {"actor_rollout_ref": {"model": {"path": str(tiny_model_path)}}})
+    processor = AutoProcessor.from_pretrained(tiny_model_path)
+    loop = WebAgentLoop(
+        trainer_config=DictConfigWrap(cfg),
+        server_manager=None,
+        tokenizer=processor.tokenizer,
+        processor=processor,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        hf_model_type="qwen2_5_vl",
+    )
+    builder = prompt_builder(processor, "qwen2_5_vl")
+    from PIL import Image
+
+    for step in load_demos(out):
+        images = [Image.open(out / name).convert("RGB") for name in step["images"]]
+        loop_ids = await loop.ct_build_initial_tokens(step["messages"], images=images, mm_inputs_out={})
+        sample = step_sample(processor, builder, step, out)
+        prompt_len = int((sample["labels"][0] == -100).sum())
+        assert sample["input_ids"][0, :prompt_len].tolist() == list(loop_ids)
+        response = processor.tokenizer.decode(sample["input_ids"][0, prompt_len:])
+        assert response == step["response"] + "<|im_end|>"
+
+
+def test_warm_start_lowers_the_loss_and_writes_a_loadable_checkpoint(demos, tiny_model_path, tmp_path):
+    out, _ = demos
+    record = warm_start(tiny_model_path, out, tmp_path / "model", steps=6, batch_size=2, lr=3e-3)
+    assert record["demo_steps"] == 4 and record["demo_episodes"] == 4 and len(record["losses"]) == 6
+    assert record["loss_last"] < record["loss_first"]
+    assert (tmp_path / "model" / "config.json").is_file() and (tmp_path / "model" / "warm_start.json").is_file()
+
+
+def test_evaluate_runs_held_out_instances_with_the_web_agent_loop(demos, tiny_model_path, tmp_path, ray_cluster):
+    out, _ = demos
+    warm_start(tiny_model_path, out, tmp_path / "model", steps=1, batch_size=1)
+    result = evaluate(tmp_path / "model", task_specs=["miniwob:click-test"], instances=2, temperature=1.0)
+    assert result["episodes"] == 2 and result["instances"] == 2 and result["seeds"] == "held-out"
+    assert set(result["success_by_task"]) == {"click-test"} and set(result["success_by_difficulty"]) == {"easy"}
+    assert 0.0 <= result["success"] <= 1.0
+    steps = result["metrics"]["asyncweb/steps_per_traj/failure"] if result["success"] < 1 else 1
+    assert 1 <= steps <= 3, "episodes end within the recipe's step cap"
+
+
+def test_evaluate_refuses_a_model_trained_on_held_out_instances(tmp_path, learning_config):
+    _, asyncweb = learning_config
+    demos_dir, model_dir = tmp_path / "demos", tmp_path / "model"
+    demos_dir.mkdir()
+    model_dir.mkdir()
+    held_out = load_task_sources(["miniwob:click-test"], seed=HELD_OUT_SEED, miniwob_instances=1)[0]
+    (demos_dir / "manifest.json").write_text(json.dumps({"episodes": 1, "instances": [["click-test", held_out.seed]]}))
+    (model_dir / "config.json").write_text("{}")
+    (model_dir / "warm_start.json").write_text(json.dumps({"demos": str(demos_dir)}))
+    with pytest.raises(ValueError, match="1 held-out instances were also used for training"):
+        evaluate(model_dir, task_specs=["miniwob:click-test"], instances=3)
+
+
+def test_held_out_instances_never_meet_the_learning_recipes_training_instances(learning_config):
+    _, asyncweb = learning_config
+    specs = asyncweb.tasks.train
+    training = load_task_sources(specs, seed=asyncweb.tasks.seed, miniwob_instances=asyncweb.tasks.miniwob_instances)
+    held_out = load_task_sources(specs, seed=HELD_OUT_SEED, miniwob_instances=50)
+    from verl_asyncweb.learning.splits import check_disjoint, instance_keys
+
+    assert len(instance_keys(training)) == len(training) == 6 * asyncweb.tasks.miniwob_instances
+    check_disjoint(held_out, training)
+    with pytest.raises(ValueError, match="held-out instances were also used for training"):
+        check_disjoint(held_out, training + held_out[:1])
+    with pytest.raises(ValueError, match=f"asyncweb.tasks.seed must not be {HELD_OUT_SEED}"):
+        AsyncWebConfig.from_config(OmegaConf.create({"tasks": {"seed": HELD_OUT_SEED}}))

@@ -1,0 +1,263 @@
+"""Evaluate a policy on fixed held-out task instances with the ``web_agent`` loop itself.
+
+``python -m verl_asyncweb.evaluate (RUN_DIR | MODEL_DIR) [--tasks ...] [--seeds held-out] [--temperature T]``
+
+The policy runs through :class:`~verl_asyncweb.agent.loop.WebAgentLoop` (the same prompts, parsing, browser pool
+and evaluators as training) with an in-process :class:`~verl_asyncweb.backends.hf_server.HFRolloutServer` behind
+verl's ``generate`` contract. Held-out instances come from :data:`~verl_asyncweb.learning.splits.HELD_OUT_SEED`;
+before anything runs, they are checked against every instance the model was trained on (the run's task data,
+the demonstrations behind its warm start). Writes success overall, per task and per difficulty, steps per
+trajectory by outcome, invalid-action rate and the memory metrics as JSON, and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_asyncweb.learning.splits import HELD_OUT_SEED, check_disjoint
+
+logger = logging.getLogger(__name__)
+
+SEED_SPLITS = {"held-out": HELD_OUT_SEED}
+
+
+def latest_checkpoint_model(run_dir: Path) -> Path:
+    """The HF model saved with the newest ``global_step_K`` checkpoint of a run folder.
+
+    Raises:
+        FileNotFoundError: If the run has no checkpoint with HF weights (``checkpoint.save_contents`` needs
+            ``hf_model``, as the learning recipes set).
+    """
+    steps = sorted(run_dir.glob("global_step_*"), key=lambda path: int(path.name.rsplit("_", 1)[1]))
+    for step in reversed(steps):
+        model = step / "actor" / "huggingface"
+        if any(model.glob("*.safetensors")):
+            return model
+    raise FileNotFoundError(
+        f"{run_dir} has no checkpoint with HF weights (global_step_K/actor/huggingface/*.safetensors): "
+        "set actor_rollout_ref.actor.checkpoint.save_contents to include hf_model"
+    )
+
+
+def resolve(path: Path, recipe: str) -> tuple[Path, DictConfig, Path | None]:
+    """``(model folder, trainer config, run folder or None)`` for a run folder or a model folder."""
+    if (path / "config.json").is_file():
+        from verl_asyncweb.main import load_config
+
+        cfg, _ = load_config([f"recipe={recipe}"])
+        return path, cfg, None
+    if (path / "config.yaml").is_file():
+        return latest_checkpoint_model(path), OmegaConf.load(path / "config.yaml"), path
+    raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
+
+
+def trained_instances(model_dir: Path, run_dir: Path | None) -> list:
+    """Every task the model was trained on that we can see: the run's task data and its warm start's demos."""
+    from verl_asyncweb.learning.demos import MANIFEST_FILE
+    from verl_asyncweb.learning.warm_start import WARM_START_FILE
+    from verl_asyncweb.task_dataset import task_from_json
+
+    seen: list = []
+    candidates = [model_dir]
+    if run_dir is not None:
+        import pandas as pd
+
+        train = run_dir / "data" / "train.parquet"
+        if train.is_file():
+            seen += [task_from_json(row["task"]) for row in pd.read_parquet(train)["extra_info"]]
+        model_path = OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref.model.path
+        candidates.append(Path(model_path))
+    for folder in candidates:
+        record = folder / WARM_START_FILE
+        if record.is_file():
+            manifest = Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE
+            if manifest.is_file():
+                seen += [_Instance(name, seed) for name, seed in json.loads(manifest.read_text())["instances"]]
+    return seen
+
+
+class _Instance:
+    """A (task name, page seed) pair read from a demonstration manifest, shaped like a Task for the split check."""
+
+    def __init__(self, name: str, seed: int | None):
+        self.metadata, self.task_id, self.seed = {"name": name}, name, seed
+
+
+class LocalServerManager:
+    """verl's ``server_manager.generate`` contract over an in-process HF server at a fixed temperature."""
+
+    def __init__(self, server: Any, temperature: float):
+        self.server, self.temperature = server, temperature
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, image_data=None, **kwargs):
+        params = {**sampling_params, "temperature": self.temperature}
+        return await self.server.generate(prompt_ids, params, request_id, image_data=image_data)
+
+
+async def run_episodes(cfg: DictConfig, model_dir: Path, tasks: list, temperature: float) -> list[dict]:
+    """Run one ``web_agent`` episode per task; returns the episode reports (env failures included)."""
+    from tqdm import tqdm
+    from transformers import AutoProcessor
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from verl_asyncweb.agent.loop import EnvironmentFailure, WebAgentLoop, _SharedPool, _SharedScreenshots
+    from verl_asyncweb.backends.hf_server import HFRolloutServer
+    from verl_asyncweb.task_dataset import task_to_json
+
+    reports: list[dict] = []
+
+    class EvalAgentLoop(WebAgentLoop):
+        report: dict[str, Any] | None = None
+
+        def report_episode(self, summary: dict[str, Any]) -> None:
+            self.report = summary
+            reports.append(summary)
+
+    rollout = cfg.actor_rollout_ref.rollout
+    server = HFRolloutServer(str(model_dir), rollout.response_length, rollout.prompt_length + rollout.response_length)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    OmegaConf.set_struct(cfg, False)
+    cfg.actor_rollout_ref.model.path = str(model_dir)
+    loop_kwargs = dict(
+        trainer_config=DictConfigWrap(cfg),
+        server_manager=LocalServerManager(server, temperature),
+        tokenizer=processor.tokenizer,
+        processor=processor,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        hf_model_type=json.loads((model_dir / "config.json").read_text())["model_type"],
+    )
+    queue: asyncio.Queue = asyncio.Queue()
+    for task in tasks:
+        queue.put_nowait(task)
+    progress = tqdm(total=len(tasks), desc="evaluate", unit="episode")
+
+    async def worker():
+        while not queue.empty():
+            task = queue.get_nowait()
+            loop = EvalAgentLoop(**loop_kwargs)
+            try:
+                await loop.run({"temperature": temperature}, uid=task.task_id, extra_info={"task": task_to_json(task)})
+            except EnvironmentFailure as exc:
+                logger.warning("%s", exc)
+            progress.update()
+            if loop.report is not None:
+                await _SharedScreenshots.get(loop.agent_config).arelease(loop.report["traj_id"])
+
+    try:
+        pool = await _SharedPool.get(_env_config(cfg), None)
+        await asyncio.gather(*(worker() for _ in range(pool.config.size)))
+    finally:
+        progress.close()
+        if _SharedPool.pool is not None:
+            await _SharedPool.pool.close()
+            _SharedPool.pool = None
+    return reports
+
+
+def _env_config(cfg: DictConfig):
+    from verl_asyncweb.config.schema import AsyncWebConfig
+
+    return AsyncWebConfig.from_config(cfg.asyncweb).env
+
+
+def summarize(reports: list[dict], tasks: list, temperature: float, seconds: float) -> dict[str, Any]:
+    """Success overall / per task / per difficulty, steps by outcome and the agent metrics of the episodes."""
+    from verl_asyncweb.agent.metrics import aggregate
+
+    valid = [r for r in reports if not r["env_failed"]]
+    by_task: dict[str, list[float]] = defaultdict(list)
+    by_slice: dict[str, list[float]] = defaultdict(list)
+    for report in valid:
+        name = report["task_id"].split("/")[1] if report["task_id"].startswith("miniwob/") else report["task_id"]
+        by_task[name].append(float(report["success"]))
+        by_slice[report["difficulty_slice"]].append(float(report["success"]))
+
+    def rate(values: list[float]) -> float | None:
+        return round(sum(values) / len(values), 4) if values else None
+
+    return {
+        "episodes": len(reports),
+        "env_failures": len(reports) - len(valid),
+        "instances": len(tasks),
+        "temperature": temperature,
+        "success": rate([float(r["success"]) for r in valid]),
+        "success_by_task": {name: rate(values) for name, values in sorted(by_task.items())},
+        "success_by_difficulty": {name: rate(values) for name, values in sorted(by_slice.items())},
+        "metrics": aggregate([r["summary"] for r in reports]),
+        "eval_s": round(seconds, 1),
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """A plain-text table of the evaluation (success per task, then the summary figures)."""
+    lines = [f"{'task':<24}{'success':>9}"]
+    lines += [f"{name:<24}{value:>9.3f}" for name, value in result["success_by_task"].items()]
+    lines.append(f"{'overall':<24}{result['success'] or 0.0:>9.3f}")
+    metrics = result["metrics"]
+    for key in ("asyncweb/steps_per_traj/success", "asyncweb/steps_per_traj/failure", "asyncweb/invalid_action_rate"):
+        if key in metrics:
+            lines.append(f"{key:<40}{metrics[key]:>9.3f}")
+    lines.append(f"{result['episodes']} episodes ({result['env_failures']} env failures), T={result['temperature']}")
+    return "\n".join(lines)
+
+
+def evaluate(
+    path: str | Path,
+    recipe: str = "laptop_learning",
+    task_specs: list[str] | None = None,
+    seeds: str = "held-out",
+    instances: int = 10,
+    temperature: float = 1.0,
+) -> dict[str, Any]:
+    """Evaluate a run folder's latest checkpoint or a model folder; see the module docstring."""
+    import ray
+
+    from verl_asyncweb.config.schema import AsyncWebConfig
+    from verl_asyncweb.task_dataset import load_task_sources
+
+    model_dir, cfg, run_dir = resolve(Path(path), recipe)
+    asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
+    if seeds not in SEED_SPLITS:
+        raise ValueError(f"--seeds must be one of {list(SEED_SPLITS)}, got {seeds!r}")
+    specs = task_specs or [spec for spec in asyncweb.tasks.train if spec.startswith("miniwob")]
+    if not specs:
+        raise ValueError("no MiniWoB++ task source to hold out: pass --tasks miniwob:NAME,...")
+    tasks = load_task_sources(specs, seed=SEED_SPLITS[seeds], miniwob_instances=instances)
+    check_disjoint(tasks, trained_instances(model_dir, run_dir))
+    started = time.time()
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    reports = asyncio.run(run_episodes(cfg, model_dir, tasks, temperature))
+    result = summarize(reports, tasks, temperature, time.time() - started)
+    result.update(model=str(model_dir), run_dir=str(run_dir) if run_dir else None, seeds=seeds, tasks=specs)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", help="a run folder (its latest checkpoint) or a model folder")
+    parser.add_argument("--recipe", default="laptop_learning", help="agent/env settings for a model folder")
+    parser.add_argument("--tasks", nargs="+", default=None, help="MiniWoB++ task sources (default: the run's)")
+    parser.add_argument("--seeds", default="held-out", choices=sorted(SEED_SPLITS))
+    parser.add_argument("--instances", type=int, default=10, help="held-out instances per task")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0 = greedy)")
+    parser.add_argument("--out", default=None, help="JSON output (default: PATH/eval_<seeds>_T<temperature>.json)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    result = evaluate(args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature)
+    out = Path(args.out or Path(args.path) / f"eval_{args.seeds}_T{args.temperature:g}.json")
+    out.write_text(json.dumps(result, indent=1))
+    print(format_table(result))
+    print(f"written to {out}")
+    return 0
