@@ -8,7 +8,9 @@ import re
 import pytest
 
 from verl_asyncweb.agent.prompts import (
+    COMPACT_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
+    SYSTEM_PROMPTS,
     USER_INSTRUCTION,
     StepRecord,
     build_messages,
@@ -100,8 +102,9 @@ def test_format_step_line_cuts_long_fields():
     assert len(line) < 300 and "action: a b;" in line
 
 
-def test_system_prompt_examples_parse_with_env_action_parser():
-    examples = re.findall(r'(\{"name": "(\w+)", "arguments": .*?\}\})', SYSTEM_PROMPT)
+@pytest.mark.parametrize("prompt", list(SYSTEM_PROMPTS.values()), ids=list(SYSTEM_PROMPTS))
+def test_system_prompt_examples_parse_with_env_action_parser(prompt):
+    examples = re.findall(r'(\{"name": "(\w+)", "arguments": .*?\}\})', prompt)
     names = {name for _, name in examples}
     assert names == set(ACTION_NAMES)
     for example, name in examples:
@@ -111,10 +114,15 @@ def test_system_prompt_examples_parse_with_env_action_parser():
         assert json.loads(example)["name"] == name
 
 
-def test_system_prompt_states_layout_and_append_only_memory():
+@pytest.mark.parametrize("prompt", list(SYSTEM_PROMPTS.values()), ids=list(SYSTEM_PROMPTS))
+def test_system_prompt_states_layout_and_append_only_memory(prompt):
     for header in ("Memory:", "Progress:", "Intention:", "Action:", "<tool_call>"):
-        assert header in SYSTEM_PROMPT
-    assert "only be appended" in SYSTEM_PROMPT and "0 to 1000" in SYSTEM_PROMPT
+        assert header in prompt
+    assert "only be appended" in prompt and "0 to 1000" in prompt
+
+
+def test_compact_system_prompt_is_less_than_half_the_full_one():
+    assert len(COMPACT_SYSTEM_PROMPT) * 2 < len(SYSTEM_PROMPT)
 
 
 def test_build_messages_renders_with_qwen_chat_template():

@@ -19,31 +19,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from e2e_runs import RUN_TIMEOUT_S, main_command, read_steps, run_to_completion, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
 
-RUN_TIMEOUT_S = 900
 ETA = 2  # asyncweb.staleness of the CPU recipes: consumed samples lag the trained weights by at most 2 versions
-
-
-def _command(run_dir: Path, *overrides: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "verl_asyncweb.main",
-        "recipe=cpu_smoke",
-        f"trainer.default_local_dir={run_dir}",
-        *overrides,
-    ]
-
-
-def _steps(path: Path) -> dict[int, dict]:
-    steps = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            steps[record["step"]] = record["data"]
-    return steps
 
 
 def _chromium_descendants(pid: int) -> list[psutil.Process]:
@@ -54,28 +34,11 @@ def _chromium_descendants(pid: int) -> list[psutil.Process]:
     return [p for p in children if "chrom" in p.name().lower()]
 
 
-def _wait(predicate, process: subprocess.Popen, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if process.poll() is not None:
-            pytest.fail(f"run exited with {process.returncode} while waiting for {what}")
-        time.sleep(1.0)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def _run_to_completion(command: list[str], log: Path) -> None:
-    with log.open("w") as out:
-        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
-    assert result.returncode == 0, log.read_text()[-4000:]
-
-
 TOTAL_STEPS = 4
 
 
 def _env_failures_logged(run_dir: Path) -> bool:
-    return any(step.get("asyncweb/env_failures", 0) > 0 for step in _steps(run_dir / "metrics.jsonl").values())
+    return any(step.get("asyncweb/env_failures", 0) > 0 for step in read_steps(run_dir / "metrics.jsonl").values())
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +48,15 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
     tmp_path = tmp_path_factory.mktemp("async")
     run_dir = tmp_path / "async"
     metrics = run_dir / "metrics.jsonl"
-    command = _command(run_dir, "trainer.save_freq=1", f"trainer.total_training_steps={TOTAL_STEPS}")
+    command = main_command(run_dir, "trainer.save_freq=1", f"trainer.total_training_steps={TOTAL_STEPS}")
     with (tmp_path / "attempt0.log").open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait(lambda: 1 in _steps(metrics), process, RUN_TIMEOUT_S, "step 1")
+        wait_for(lambda: 1 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 1")
         killed = 0
         # Chaos: keep killing Chromium until failed episodes show up in the metrics (episodes in flight are hit).
         while True:
-            steps = _steps(metrics)  # one read: the failures and the step count describe the same lines
+            steps = read_steps(metrics)  # one read: the failures and the step count describe the same lines
             if any(step.get("asyncweb/env_failures", 0) > 0 for step in steps.values()):
                 break
             if process.poll() is not None or max(steps) >= TOTAL_STEPS - 1:
@@ -102,25 +65,25 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
                 chromium.kill()
                 killed += 1
             time.sleep(0.5)  # short enough that an episode in flight is hit
-        saved = max(_steps(metrics))
+        saved = max(read_steps(metrics))
         # The checkpoint of a step is written before its metrics line; give its files a moment to close.
-        _wait(lambda: (run_dir / f"global_step_{saved}").is_dir(), process, RUN_TIMEOUT_S, "the checkpoint")
+        wait_for(lambda: (run_dir / f"global_step_{saved}").is_dir(), process, RUN_TIMEOUT_S, "the checkpoint")
         time.sleep(5)
         os.killpg(process.pid, signal.SIGKILL)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-    _run_to_completion(command, tmp_path / "attempt1.log")
-    return run_dir, max(_steps(metrics))
+    run_to_completion(command, tmp_path / "attempt1.log")
+    return run_dir, max(read_steps(metrics))
 
 
 def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     run_dir, saved = async_run
-    first = _steps(run_dir / "metrics.jsonl")
+    first = read_steps(run_dir / "metrics.jsonl")
     assert sorted(first) == list(range(1, saved + 1)) and saved < TOTAL_STEPS
     assert _env_failures_logged(run_dir), "killed episodes are counted"
-    resumed = _steps(run_dir / "metrics.attempt-1.jsonl")
+    resumed = read_steps(run_dir / "metrics.attempt-1.jsonl")
     assert sorted(resumed) == list(range(saved + 1, TOTAL_STEPS + 1)), "the resumed attempt continues from the save"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["last_step"] == TOTAL_STEPS
@@ -148,15 +111,15 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
 def sync_run(tmp_path_factory) -> Path:
     tmp_path = tmp_path_factory.mktemp("sync")
     run_dir = tmp_path / "sync"
-    _run_to_completion(
-        _command(run_dir, "asyncweb.rollout_mode=sync", "trainer.total_training_steps=2"), tmp_path / "sync.log"
+    run_to_completion(
+        main_command(run_dir, "asyncweb.rollout_mode=sync", "trainer.total_training_steps=2"), tmp_path / "sync.log"
     )
     return run_dir
 
 
 def test_sync_run_of_the_same_recipe(sync_run):
     run_dir = sync_run
-    steps = _steps(run_dir / "metrics.jsonl")
+    steps = read_steps(run_dir / "metrics.jsonl")
     assert sorted(steps) == [1, 2]
     for data in steps.values():
         assert data.get("asyncweb/overlap/generation_during_update_s", 0.0) == 0.0
@@ -275,7 +238,7 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
         }
         tasks_file = tmp_path / "tasks.jsonl"
         tasks_file.write_text(json.dumps(task) + "\n")
-        command = _command(
+        command = main_command(
             run_dir,
             "asyncweb.rollout_mode=sync",
             f"trainer.total_training_steps={FAULT_STEPS}",
@@ -285,12 +248,12 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             metrics = run_dir / "metrics.jsonl"
-            _wait(lambda: 1 in _steps(metrics), process, RUN_TIMEOUT_S, "step 1")
+            wait_for(lambda: 1 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 1")
             stores = _ray_actor_processes(process.pid, "ScreenshotStore")
             assert stores, "the screenshot store actor runs in its own process"
             for store in stores:
                 store.kill()
-            _wait(lambda: 2 in _steps(metrics), process, RUN_TIMEOUT_S, "step 2 after the store was killed")
+            wait_for(lambda: 2 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 2 after the store was killed")
             workers = _ray_actor_processes(process.pid, "_WebAgentLoopWorker")
             assert len(workers) == 1, workers
             orphans = [p.pid for p in workers[0].children(recursive=True) if "chrom" in p.name().lower()]
@@ -306,7 +269,7 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
 
 def test_run_survives_killed_store_killed_worker_and_failing_judge(fault_run):
     run_dir, judge_calls, worker_chromium = fault_run
-    steps = _steps(run_dir / "metrics.jsonl")
+    steps = read_steps(run_dir / "metrics.jsonl")
     assert sorted(steps) == list(range(1, FAULT_STEPS + 1))
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == FAULT_STEPS
     last = steps[FAULT_STEPS]

@@ -12,6 +12,7 @@ from verl_asyncweb.config.build import build_config, check_int
 
 _PREFIX = "asyncweb.agent"
 OBSERVATIONS = ("screenshot", "screenshot+elements")
+SYSTEM_PROMPT_NAMES = ("full", "compact")
 
 
 @dataclass
@@ -40,6 +41,8 @@ class AgentConfig(BaseConfig):
         observation: What the prompt shows of the page: ``screenshot`` (always) or ``screenshot+elements``, which
             adds the pool's list of visible elements (kind, text, centre in 0-1000 coordinates) as text.
         max_element_lines: With ``screenshot+elements``, at most this many element lines are shown.
+        system_prompt: ``full`` (the paper's instructions) or ``compact`` (the same action schema and layout in
+            less than half the text; see :data:`~verl_asyncweb.agent.prompts.SYSTEM_PROMPTS`).
     """
 
     history_images: int = 1
@@ -54,6 +57,7 @@ class AgentConfig(BaseConfig):
     stuck_repeat_limit: int = 2
     observation: str = "screenshot"
     max_element_lines: int = 40
+    system_prompt: str = "full"
 
     def __post_init__(self):
         check_int(f"{_PREFIX}.history_images", self.history_images, 1)
@@ -65,6 +69,10 @@ class AgentConfig(BaseConfig):
         check_int(f"{_PREFIX}.screenshot_max_side", self.screenshot_max_side, 1)
         check_int(f"{_PREFIX}.stuck_repeat_limit", self.stuck_repeat_limit, 2)
         check_int(f"{_PREFIX}.max_element_lines", self.max_element_lines, 1)
+        if self.system_prompt not in SYSTEM_PROMPT_NAMES:
+            raise ValueError(
+                f"{_PREFIX}.system_prompt must be one of {list(SYSTEM_PROMPT_NAMES)}, got {self.system_prompt!r}"
+            )
         if self.observation not in OBSERVATIONS:
             raise ValueError(f"{_PREFIX}.observation must be one of {list(OBSERVATIONS)}, got {self.observation!r}")
         timeout = self.screenshot_put_timeout_s

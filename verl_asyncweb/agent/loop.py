@@ -119,7 +119,7 @@ def _image(data: bytes):
 
 def step_messages(agent_config: AgentConfig, state: EpisodeState, observation) -> tuple[list[dict], list[Any]]:
     """The chat messages of this step and the screenshots they reference (see :func:`.prompts.build_messages`)."""
-    from verl_asyncweb.agent.prompts import build_messages
+    from verl_asyncweb.agent.prompts import SYSTEM_PROMPTS, build_messages
 
     return build_messages(
         state.instruction,
@@ -129,6 +129,7 @@ def step_messages(agent_config: AgentConfig, state: EpisodeState, observation) -
         observation.screenshot,
         history_images=agent_config.history_images,
         max_history_text_rounds=agent_config.max_history_text_rounds,
+        system_prompt=SYSTEM_PROMPTS[agent_config.system_prompt],
         elements=observation.accessibility_text if agent_config.shows_elements else None,
         max_element_lines=agent_config.max_element_lines,
     )

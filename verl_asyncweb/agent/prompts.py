@@ -49,6 +49,28 @@ keys. Never remove or rename a key. Use descriptive key names.
 - Progress is a JSON object; update it every turn.
 - Base every answer on what the screenshots show. When the task is done or cannot be done, use answer."""
 
+COMPACT_SYSTEM_PROMPT = """You are a web agent operating a browser. Coordinates [x, y] are normalised to the \
+screenshot: integers from 0 to 1000, [0, 0] top-left.
+Call one action per turn:
+{"name": "left_click", "arguments": {"coordinate": [x, y]}}
+{"name": "type", "arguments": {"text": "...", "coordinate": [x, y], "press_enter": false}}
+{"name": "key", "arguments": {"keys": ["Enter"]}}
+{"name": "scroll", "arguments": {"direction": "down", "amount": 500}}
+{"name": "wait", "arguments": {"time": 1}}
+{"name": "go_back", "arguments": {}}
+{"name": "navigate", "arguments": {"url": "https://..."}}
+{"name": "answer", "arguments": {"text": "..."}}
+Respond in exactly this layout:
+Memory: {JSON object; it may only be appended to}
+Progress: {JSON object}
+Intention: one sentence
+Action: the action in words
+<tool_call>{"name": "...", "arguments": {...}}</tool_call>"""
+
+SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "compact": COMPACT_SYSTEM_PROMPT}
+"""``asyncweb.agent.system_prompt``: ``full`` (the paper's instructions) or ``compact`` (the same action schema and
+layout in less than half the text, for small models on CPU, where the prompt's length is most of a step's cost)."""
+
 USER_INSTRUCTION = "Look at the current screenshot and respond in the required layout."
 
 

@@ -3,7 +3,8 @@
 Rollout workers put screenshots into the ScreenshotStore and send only keys (see
 :mod:`verl_asyncweb.agent.worker`). Right before pi_prox is recomputed, the trainer fetches the bytes for the
 sampled batch, runs the model's image processor and writes ``multi_modal_inputs`` into TransferQueue, where
-verl's actor workers read them as usual. A missing key (the store of a previous attempt died with it) is read
+verl's actor workers read them as usual. verl's padding rows (tag ``is_padding``) have text-only prompts and get
+no images. A missing key (the store of a previous attempt died with it) is read
 from the run folder's copy (``episodes/screens``, written by the agent loop). A sample that can be rebuilt from
 neither gets blank images of the same grid and a zero response mask, so it trains on nothing, and is counted.
 """
@@ -90,7 +91,14 @@ def attach_pixel_values(batch: KVBatchMeta, processor, client) -> PixelStats:
             blobs[key] = path.read_bytes()
     image_processor = processor.image_processor
     inputs, masks, dropped_any = [], [], False
-    for extra, mask in zip(extras, data["response_mask"].unbind(), strict=True):
+    tags = list(batch.tags or []) or [{}] * len(extras)
+    for extra, mask, tag in zip(extras, data["response_mask"].unbind(), tags, strict=True):
+        if tag.get("is_padding", False):
+            # verl's padding rows (upsample_batch_to_divisible_size) copy a real row's fields, screenshot keys
+            # included, but carry a text-only prompt: they must get no images.
+            inputs.append({})
+            masks.append(mask)
+            continue
         keys = extra.get(SCREENSHOT_KEYS_FIELD) or []
         grid = torch.tensor(extra[IMAGE_GRID_FIELD], dtype=torch.long)
         stats.samples += 1

@@ -1,0 +1,53 @@
+"""The shape every end-to-end run shares: a ``verl_asyncweb.main`` subprocess on a recipe, its run folder, and
+readers of its metrics (verl's FileLogger lines ``{"step", "data"}``)."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+RUN_TIMEOUT_S = 900
+
+
+def main_command(run_dir: Path, *overrides: str, recipe: str = "cpu_smoke") -> list[str]:
+    """``python -m verl_asyncweb.main recipe=RECIPE`` writing into ``run_dir``."""
+    return [
+        sys.executable,
+        "-m",
+        "verl_asyncweb.main",
+        f"recipe={recipe}",
+        f"trainer.default_local_dir={run_dir}",
+        *overrides,
+    ]
+
+
+def read_steps(path: Path) -> dict[int, dict]:
+    """Metrics of each step in one metrics file (a later line of the same step wins)."""
+    steps = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            steps[record["step"]] = record["data"]
+    return steps
+
+
+def wait_for(predicate, process: subprocess.Popen, timeout_s: float, what: str) -> None:
+    """Poll ``predicate`` every second; fail if the run exits or ``timeout_s`` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if process.poll() is not None:
+            pytest.fail(f"run exited with {process.returncode} while waiting for {what}")
+        time.sleep(1.0)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def run_to_completion(command: list[str], log: Path) -> None:
+    """Run ``command`` with its output in ``log``; fail with the log's tail on a non-zero exit."""
+    with log.open("w") as out:
+        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 0, log.read_text()[-4000:]

@@ -1,0 +1,203 @@
+"""``python -m verl_asyncweb.bench learning``: does RL improve the agent on this machine, and is it the RL signal?
+
+The whole experiment in one invocation, every stage in its own folder under ``--out`` (a stage whose output
+exists is reused, so an interrupted experiment continues):
+
+1. demonstrations of the oracles on the recipe's training instances (:mod:`verl_asyncweb.learning.demos`);
+2. a deliberately partial supervised warm start of the offline ``small`` model on them;
+3. held-out evaluation of the warm start (:mod:`verl_asyncweb.learning.evaluate`);
+4. one RL run per arm through ``verl_asyncweb.main`` (``laptop_learning``, from the warm start), each evaluated
+   on the same held-out instances: ``rl`` (the recipe), ``control`` (the same run with the advantage sign flipped,
+   ``asyncweb.algo.negate_advantage=true``) and the loss variants of :data:`ARMS`.
+
+Reported: demonstration count and recording time, warm-start time, RL wall time, held-out success before and
+after (overall and per task), trajectories per hour, peak memory; ``success_vs_wall.png`` plots each arm's
+training success rate against wall time with the held-out points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from verl_asyncweb.bench.e2e import _MemorySampler, _read_steps
+
+ARMS = {
+    "rl": [],
+    "control": ["asyncweb.algo.negate_advantage=true"],
+    "traj": ["asyncweb.algo.step_norm=traj"],
+    "vanilla": ["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
+    "sync": ["asyncweb.rollout_mode=sync"],
+    "raftpp": ["asyncweb.algo.estimator=raftpp", "algorithm.adv_estimator=raftpp"],
+}
+"""RL arms: ``verl_asyncweb.main`` overrides on top of ``laptop_learning`` and the warm start."""
+
+
+def _python(*args: str, log: Path) -> float:
+    """Run ``python -m ARGS`` with its output in ``log``; returns its wall time."""
+    started = time.time()
+    with log.open("w") as out:
+        returncode = subprocess.run([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT).returncode
+    if returncode != 0:
+        raise RuntimeError(f"python -m {' '.join(args)} failed with {returncode}; see {log}")
+    return time.time() - started
+
+
+def _evaluate(path: Path, instances: int, temperature: float, log: Path) -> dict:
+    out = path / f"eval_held-out_T{temperature:g}.json"
+    if not out.exists():
+        _python(
+            "verl_asyncweb.evaluate",
+            str(path),
+            f"--instances={instances}",
+            f"--temperature={temperature}",
+            f"--out={out}",
+            log=log,
+        )
+    return json.loads(out.read_text())
+
+
+def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int) -> dict:
+    """One RL run from the warm start; returns its wall time, throughput and peak memory."""
+    run_dir = out / name
+    summary = run_dir / "summary.json"
+    if not summary.exists():
+        command = [
+            sys.executable,
+            "-m",
+            "verl_asyncweb.main",
+            "recipe=laptop_learning",
+            f"actor_rollout_ref.model.path={model}",
+            f"trainer.default_local_dir={run_dir}",
+            f"trainer.total_training_steps={steps}",
+            f"trainer.save_freq={steps}",
+            *overrides,
+        ]
+        with (out / f"{name}.log").open("w") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            sampler = _MemorySampler(process.pid)
+            sampler.start()
+            returncode = process.wait()
+            sampler.stop()
+        if returncode != 0:
+            raise RuntimeError(f"arm {name} failed with {returncode}; see {out / (name + '.log')}")
+        (run_dir / "bench_memory.json").write_text(json.dumps({"peak_used_mib": sampler.peak_used_mib}))
+    data = _read_steps(run_dir)
+    wall = data[max(data)]["asyncweb/wall_s"]
+    trajectories = sum(d.get("asyncweb/trained_trajectories", 0) for d in data.values())
+    return {
+        "arm": name,
+        "steps": max(data),
+        "rl_wall_s": round(wall, 1),
+        "trained_trajs_per_hour": round(trajectories / max(wall, 1e-6) * 3600, 1),
+        "train_success_first": data[min(data)].get("asyncweb/success_rate"),
+        "train_success_last": data[max(data)].get("asyncweb/success_rate"),
+        "curve": [(d["asyncweb/wall_s"], d.get("asyncweb/success_rate")) for _, d in sorted(data.items())],
+        **json.loads((run_dir / "bench_memory.json").read_text()),
+    }
+
+
+def plot(results: list[dict], before: float, path: Path) -> None:
+    """Training success rate vs wall time per arm, with the held-out success before and after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for result in results:
+        points = [(t / 60, s) for t, s in result["curve"] if s is not None]
+        line = axes.plot(*zip(*points, strict=True), alpha=0.6, label=f"{result['arm']} (training episodes)")[0]
+        axes.scatter([points[-1][0]], [result["held_out_after"]], color=line.get_color(), marker="*", s=120)
+    axes.scatter([0], [before], color="black", marker="*", s=120, label="held-out (stars): warm start, after RL")
+    axes.set_xlabel("RL wall time (min)")
+    axes.set_ylabel("success rate")
+    axes.set_ylim(0, 1)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def _table(record: dict) -> str:
+    lines = [
+        f"demonstrations: {record['demo_episodes']} episodes ({record['demo_steps']} steps) in {record['demo_s']} s",
+        f"warm start: {record['warm_start_steps']} steps in {record['warm_start_s']} s "
+        f"(loss {record['warm_start_loss_first']} -> {record['warm_start_loss_last']})",
+        f"held-out success of the warm start: {record['held_out_before']:.3f} ({record['eval_instances']} instances"
+        f" per task, T={record['temperature']:g})",
+        "",
+        "| arm | steps | RL wall min | held-out before | held-out after | gain | trained traj/h | peak memory GiB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in record["arms"]:
+        lines.append(
+            f"| {r['arm']} | {r['steps']} | {r['rl_wall_s'] / 60:.1f} | {record['held_out_before']:.3f} "
+            f"| {r['held_out_after']:.3f} | {r['held_out_after'] - record['held_out_before']:+.3f} "
+            f"| {r['trained_trajs_per_hour']:.0f} | {r['peak_used_mib'] / 1024:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench learning", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/bench_learning"))
+    parser.add_argument("--size", default="small", help="offline model size of the warm start")
+    parser.add_argument("--instances", type=int, default=40, help="demonstrated instances per task")
+    parser.add_argument("--warm-steps", type=int, default=200, help="supervised warm-start steps (partial)")
+    parser.add_argument("--rl-steps", type=int, default=60, help="RL steps per arm")
+    parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
+    parser.add_argument("--temperature", type=float, default=1.0, help="evaluation temperature (the rollout's)")
+    parser.add_argument("--arms", default="rl,control", help=f"comma-separated, from {list(ARMS)}")
+    args = parser.parse_args(argv)
+    unknown = [arm for arm in args.arms.split(",") if arm not in ARMS]
+    if unknown:
+        parser.error(f"unknown arms {unknown}; valid arms are {list(ARMS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    demos, model = args.out / "demos", args.out / "warm_start"
+
+    if not (demos / "manifest.json").exists():
+        _python(
+            "verl_asyncweb.learning.demos",
+            f"--instances={args.instances}",
+            f"--out={demos}",
+            log=args.out / "demos.log",
+        )
+    if not (model / "warm_start.json").exists():
+        _python(
+            "verl_asyncweb.learning.warm_start",
+            f"--demos={demos}",
+            f"--out={model}",
+            f"--size={args.size}",
+            f"--steps={args.warm_steps}",
+            log=args.out / "warm_start.log",
+        )
+    manifest = json.loads((demos / "manifest.json").read_text())
+    warm = json.loads((model / "warm_start.json").read_text())
+    before = _evaluate(model, args.eval_instances, args.temperature, args.out / "eval_warm_start.log")
+    record = {
+        "demo_episodes": manifest["episodes"],
+        "demo_steps": manifest["steps"],
+        "demo_s": manifest["record_s"],
+        "warm_start_steps": warm["steps"],
+        "warm_start_s": warm["train_s"],
+        "warm_start_loss_first": warm["loss_first"],
+        "warm_start_loss_last": warm["loss_last"],
+        "eval_instances": args.eval_instances,
+        "temperature": args.temperature,
+        "held_out_before": before["success"],
+        "held_out_before_by_task": before["success_by_task"],
+        "arms": [],
+    }
+    for name in args.arms.split(","):
+        result = run_arm(name, ARMS[name], model, args.out, args.rl_steps)
+        after = _evaluate(args.out / name, args.eval_instances, args.temperature, args.out / f"eval_{name}.log")
+        result.update(held_out_after=after["success"], held_out_after_by_task=after["success_by_task"])
+        record["arms"].append(result)
+        (args.out / "results.json").write_text(json.dumps(record, indent=1))
+    plot(record["arms"], before["success"], args.out / "success_vs_wall.png")
+    print(_table(record))
+    return 0
