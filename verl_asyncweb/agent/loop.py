@@ -264,6 +264,8 @@ class WebAgentLoop(AgentLoopBase):
                 "action_result": result.info,
                 "invalid_reason": result.info if result.invalid_action else None,
                 "response_tokens": len(response_ids),
+                "response": text,
+                "elements": observation.accessibility_text if self.agent_config.shows_elements else None,
                 "stuck": stuck,
                 "viewport": [self.env_config.viewport_width, self.env_config.viewport_height],
                 **_action_overlay(action),

@@ -136,7 +136,7 @@ def warm_start(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(round(float(loss), 4))
+        losses.append(round(loss.item(), 4))
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     processor.save_pretrained(out_dir)
