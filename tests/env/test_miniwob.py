@@ -3,7 +3,7 @@
 import pytest
 
 from verl_asyncweb.env import load_tasks
-from verl_asyncweb.env.miniwob_oracle import miniwob_actions
+from verl_asyncweb.env.miniwob_oracle import ORACLE_TASKS, miniwob_actions
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
 
@@ -13,19 +13,7 @@ async def solve(pool, session, obs, name, correct):
     return [await pool.step(session, action.tool_call) for action in miniwob_actions(name, obs, correct=correct)]
 
 
-TASKS = [
-    "click-test",
-    "click-button",
-    "click-link",
-    "enter-text",
-    "focus-text",
-    "enter-password",
-    "login-user",
-    "click-checkboxes",
-    "click-option",
-    "click-dialog",
-    "click-tab",
-]
+TASKS = list(ORACLE_TASKS)
 
 
 @pytest.mark.parametrize("name", TASKS)

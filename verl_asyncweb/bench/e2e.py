@@ -75,6 +75,19 @@ class _MemorySampler(threading.Thread):
         self._stop.set()
 
 
+def run_sampled(command: list[str], log_path: Path, what: str) -> _MemorySampler:
+    """Run ``command`` (output to ``log_path``) while sampling its memory; raises if it fails."""
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        sampler = _MemorySampler(process.pid)
+        sampler.start()
+        returncode = process.wait()
+        sampler.stop()
+    if returncode != 0:
+        raise RuntimeError(f"{what} failed with {returncode}; see {log_path}")
+    return sampler
+
+
 def _read_steps(run_dir: Path) -> dict[int, dict]:
     steps: dict[int, dict] = {}
     for path in sorted(run_dir.glob("metrics*.jsonl")):
@@ -97,14 +110,7 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
         *overrides,
     ]
     started = time.time()
-    with (out_dir / f"{run_dir.name}.log").open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        sampler = _MemorySampler(process.pid)
-        sampler.start()
-        returncode = process.wait()
-        sampler.stop()
-    if returncode != 0:
-        raise RuntimeError(f"arm {name} failed with {returncode}; see {out_dir / (run_dir.name + '.log')}")
+    sampler = run_sampled(command, out_dir / f"{run_dir.name}.log", f"arm {name}")
     data = _read_steps(run_dir)
     later = [data[s] for s in sorted(data) if s > 1]
     window_s = data[max(data)]["asyncweb/wall_s"] - data[1]["asyncweb/wall_s"]

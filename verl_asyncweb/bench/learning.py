@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from verl_asyncweb.bench.e2e import _MemorySampler, _read_steps
+from verl_asyncweb.bench.e2e import _read_steps, run_sampled
 
 ARMS = {
     "rl": [],
@@ -77,14 +77,7 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int)
             f"trainer.save_freq={steps}",
             *overrides,
         ]
-        with (out / f"{name}.log").open("w") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-            sampler = _MemorySampler(process.pid)
-            sampler.start()
-            returncode = process.wait()
-            sampler.stop()
-        if returncode != 0:
-            raise RuntimeError(f"arm {name} failed with {returncode}; see {out / (name + '.log')}")
+        sampler = run_sampled(command, out / f"{name}.log", f"arm {name}")
         (run_dir / "bench_memory.json").write_text(json.dumps({"peak_used_mib": sampler.peak_used_mib}))
     data = _read_steps(run_dir)
     wall = data[max(data)]["asyncweb/wall_s"]
