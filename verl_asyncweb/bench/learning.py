@@ -21,7 +21,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import _read_steps, run_sampled
@@ -37,14 +36,12 @@ ARMS = {
 """RL arms: ``verl_asyncweb.main`` overrides on top of ``laptop_learning`` and the warm start."""
 
 
-def _python(*args: str, log: Path) -> float:
-    """Run ``python -m ARGS`` with its output in ``log``; returns its wall time."""
-    started = time.time()
+def _python(*args: str, log: Path) -> None:
+    """Run ``python -m ARGS`` with its output in ``log``; raises if it fails."""
     with log.open("w") as out:
         returncode = subprocess.run([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT).returncode
     if returncode != 0:
         raise RuntimeError(f"python -m {' '.join(args)} failed with {returncode}; see {log}")
-    return time.time() - started
 
 
 def _evaluate(path: Path, instances: int, temperature: float, log: Path) -> dict:
