@@ -135,8 +135,8 @@ def test_held_out_instances_never_meet_the_learning_recipes_training_instances(l
     from verl_asyncweb.learning.splits import check_disjoint, instance_keys
 
     assert len(instance_keys(training)) == len(training) == 6 * asyncweb.tasks.miniwob_instances
-    check_disjoint(held_out, training)
+    check_disjoint(held_out, instance_keys(training))
     with pytest.raises(ValueError, match="held-out instances were also used for training"):
-        check_disjoint(held_out, training + held_out[:1])
+        check_disjoint(held_out, instance_keys(training + held_out[:1]))
     with pytest.raises(ValueError, match=f"asyncweb.tasks.seed must not be {HELD_OUT_SEED}"):
         AsyncWebConfig.from_config(OmegaConf.create({"tasks": {"seed": HELD_OUT_SEED}}))

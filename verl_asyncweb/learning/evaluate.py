@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_asyncweb.learning.splits import HELD_OUT_SEED, check_disjoint
+from verl_asyncweb.learning.splits import HELD_OUT_SEED, check_disjoint, instance_keys
 
 logger = logging.getLogger(__name__)
 
@@ -60,36 +60,29 @@ def resolve(path: Path, recipe: str) -> tuple[Path, DictConfig, Path | None]:
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
 
-def trained_instances(model_dir: Path, run_dir: Path | None) -> list:
-    """Every task the model was trained on that we can see: the run's task data and its warm start's demos."""
+def trained_instances(model_dir: Path, run_dir: Path | None) -> set[tuple[str, int]]:
+    """Keys of every instance the model was trained on that we can see: the run's task data and its warm start's
+    demonstrations (see :func:`~verl_asyncweb.learning.splits.instance_keys`)."""
     from verl_asyncweb.learning.demos import MANIFEST_FILE
     from verl_asyncweb.learning.warm_start import WARM_START_FILE
     from verl_asyncweb.task_dataset import task_from_json
 
-    seen: list = []
+    seen: set[tuple[str, int]] = set()
     candidates = [model_dir]
     if run_dir is not None:
         import pandas as pd
 
         train = run_dir / "data" / "train.parquet"
         if train.is_file():
-            seen += [task_from_json(row["task"]) for row in pd.read_parquet(train)["extra_info"]]
-        model_path = OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref.model.path
-        candidates.append(Path(model_path))
+            seen |= instance_keys(task_from_json(row["task"]) for row in pd.read_parquet(train)["extra_info"])
+        candidates.append(Path(OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref.model.path))
     for folder in candidates:
         record = folder / WARM_START_FILE
         if record.is_file():
             manifest = Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE
             if manifest.is_file():
-                seen += [_Instance(name, seed) for name, seed in json.loads(manifest.read_text())["instances"]]
+                seen |= {(name, seed) for name, seed in json.loads(manifest.read_text())["instances"]}
     return seen
-
-
-class _Instance:
-    """A (task name, page seed) pair read from a demonstration manifest, shaped like a Task for the split check."""
-
-    def __init__(self, name: str, seed: int | None):
-        self.metadata, self.task_id, self.seed = {"name": name}, name, seed
 
 
 class LocalServerManager:

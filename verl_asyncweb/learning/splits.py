@@ -21,12 +21,8 @@ def instance_keys(tasks: Iterable[Task]) -> set[tuple[str, int]]:
     return {(task.metadata.get("name", task.task_id), task.seed) for task in tasks if task.seed is not None}
 
 
-def check_disjoint(held_out: Iterable[Task], *training: Iterable[Task]) -> None:
-    """Raise ``ValueError`` naming the shared instances if a held-out instance was trained on."""
-    held = instance_keys(held_out)
-    seen: set[tuple[str, int]] = set()
-    for part in training:
-        seen |= instance_keys(part)
-    shared = sorted(held & seen)
+def check_disjoint(held_out: Iterable[Task], trained: set[tuple[str, int]]) -> None:
+    """Raise ``ValueError`` naming the shared instances if a held-out instance is among ``trained`` keys."""
+    shared = sorted(instance_keys(held_out) & trained)
     if shared:
         raise ValueError(f"{len(shared)} held-out instances were also used for training, e.g. {shared[:3]}")
