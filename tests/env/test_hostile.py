@@ -77,12 +77,13 @@ async def test_popup_storm_is_refused_and_counted(pool, session, fixture_origin)
     tab = await timed_step(pool, session, click(px(200, 320)))
     assert not storm.env_failed and not tab.env_failed
     assert "blocked popup" in storm.info
-    assert pool.stats()["blocked_popups"] >= before + 51
-    # Refused popups are closed by the end of the step, or within the close timeout when their page shows up late.
+    # A refused popup is counted and closed by the end of its step, or within the close timeout when its page
+    # event arrives late (the target=_blank tab's can land after the step has settled).
     for _ in range(int(pool.config.close_timeout_s / 0.05)):
-        if len(session.context.pages) == 1:
+        if pool.stats()["blocked_popups"] >= before + 51 and len(session.context.pages) == 1:
             break
         await asyncio.sleep(0.05)
+    assert pool.stats()["blocked_popups"] >= before + 51
     assert len(session.context.pages) == 1
     await assert_pool_recovers(pool, session, fixture_origin)
 
