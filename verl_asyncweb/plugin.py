@@ -6,7 +6,8 @@ on its definitions with verl's own registries; nothing here starts a browser, Ra
 | module | registers |
 | --- | --- |
 | backends.cpu_platform | platform ``cpu`` |
-| backends.cpu_backend | FSDP engines for device ``cpu`` and the verl workarounds (only when ``VERL_PLATFORM=cpu``) |
+| backends.cpu_backend | FSDP engines for device ``cpu`` and the CPU workarounds (only when ``VERL_PLATFORM=cpu``) |
+| backends.verl_compat | the workarounds of verl bugs that hit every platform (applied at the end) |
 | backends.hf_replica | rollout replica ``hf`` |
 | backends.weight_sync | checkpoint engine ``ray_object_store`` |
 | algo.losses | policy loss ``decoupled_ppo`` |
@@ -17,9 +18,11 @@ on its definitions with verl's own registries; nothing here starts a browser, Ra
 
 # isort: off
 # The cpu platform must be registered before any module below makes verl resolve its platform.
-from verl_asyncweb.backends import cpu_platform, cpu_backend, hf_replica, weight_sync  # noqa: F401
+from verl_asyncweb.backends import cpu_platform, cpu_backend, hf_replica, verl_compat, weight_sync  # noqa: F401
 from verl_asyncweb.algo import estimators, losses  # noqa: F401
 from verl_asyncweb.agent import loop  # noqa: F401
 from verl_asyncweb.trainer import asyncweb_trainer  # noqa: F401
 
 # isort: on
+
+verl_compat.apply_workarounds()

@@ -1,12 +1,16 @@
-"""The verl workarounds of the CPU backend: still needed on the pinned verl, applied only on the cpu platform."""
+"""The verl workarounds: still needed on the pinned verl; CPU ones only on the cpu platform, the rest everywhere."""
 
+import pickle
 import subprocess
 import sys
 
 import pytest
+import torch
 import verl
+from tensordict import TensorDict
+from verl.utils import tensordict_utils as tu
 
-from verl_asyncweb.backends.verl_compat import VERL_VERSION_WRITTEN_FOR, WORKAROUNDS
+from verl_asyncweb.backends.verl_compat import VERL_VERSION_WRITTEN_FOR, WORKAROUNDS, _originals, apply_workarounds
 
 
 def test_pinned_verl_is_the_version_the_workarounds_were_written_for():
@@ -38,3 +42,47 @@ def test_workarounds_are_applied_on_the_cpu_platform():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip().splitlines()[-1].split() == ["verl_asyncweb.backends.verl_compat"] * 2
+
+
+def test_platform_wide_workarounds_are_applied_without_the_cpu_platform():
+    # A GPU deployment loads the plugin without VERL_PLATFORM=cpu: verl's flush=True logger call must still not raise.
+    probe = (
+        "import os, logging; os.environ.pop('VERL_PLATFORM', None); import verl;"
+        "import verl.trainer.ppo.v1.trainer_separate_async as s; import verl.workers.engine.base as b;"
+        "logging.basicConfig(level=logging.INFO); s.logger.info('set-up', flush=True);"
+        "print(type(s.logger).__name__, b.maybe_fix_3d_position_ids.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1].split() == ["_FlushTolerantLogger", "verl_asyncweb.backends.verl_compat"]
+
+
+def _position_ids_through_transfer_queue(lengths):
+    """Qwen-VL (4, L) position ids packed as transfer_queue packs a field, then pickled to a worker."""
+    rows = [torch.arange(4 * length).reshape(4, length) + 1000 * i for i, length in enumerate(lengths)]
+    packed = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+    batch = TensorDict({"position_ids": packed, "row": torch.arange(len(rows))}, batch_size=[len(rows)])
+    return pickle.loads(pickle.dumps(batch.consolidate())), rows
+
+
+@pytest.mark.parametrize("lengths", [[7, 7, 7], [5, 9, 7]], ids=["equal_lengths", "ragged"])
+def test_3d_position_ids_survive_the_worker_fix_and_micro_batch_selection(lengths):
+    import verl.workers.engine.base as engine_base
+
+    assert "equal_length_3d_position_ids" in apply_workarounds()
+    batch, rows = _position_ids_through_transfer_queue(lengths)
+    engine_base.maybe_fix_3d_position_ids(batch)
+    selected = tu.index_select_tensor_dict(batch, [2, 0])
+    assert [r.tolist() for r in selected["position_ids"].unbind()] == [rows[2].tolist(), rows[0].tolist()]
+    assert selected["position_ids"].values().shape[0] == 4
+
+
+def test_verls_own_fix_breaks_an_equal_length_batch():
+    # The bug itself (fails once verl fixes it; then delete the workaround): verl forces ragged dim 2 on a tensor
+    # transfer_queue made ragged on dim 1, and selecting micro-batches from it raises.
+    batch, _ = _position_ids_through_transfer_queue([7, 7, 7])
+    verl_fix = next(w for w in WORKAROUNDS if w.name == "equal_length_3d_position_ids")
+    apply_workarounds()
+    _originals[verl_fix.name](batch)
+    with pytest.raises(RuntimeError):
+        tu.index_select_tensor_dict(batch, [2, 0])

@@ -1,13 +1,13 @@
 """Activates the CPU backend in processes that selected the ``cpu`` platform (``VERL_PLATFORM=cpu``).
 
 Importing this module on such a process registers verl's FSDP engines for device ``cpu`` and applies the
-workarounds of :mod:`.verl_compat`; on any other process it does nothing, so GPU deployments are untouched.
+CPU workarounds of :mod:`.verl_compat`; on any other process it does nothing.
 """
 
 import logging
 
 from . import cpu_platform  # noqa: F401  (the platform must be registered before verl resolves it)
-from .verl_compat import apply_cpu_workarounds, cpu_platform_selected
+from .verl_compat import apply_workarounds, cpu_platform_selected
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def register_cpu_engines() -> None:
 def activate_cpu_backend() -> None:
     """Register the CPU engines and apply the verl workarounds in this process; idempotent."""
     register_cpu_engines()
-    apply_cpu_workarounds()
+    apply_workarounds()
 
 
 if cpu_platform_selected():

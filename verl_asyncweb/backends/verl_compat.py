@@ -1,15 +1,26 @@
-"""Run-time workarounds of verl internals that the CPU backend needs: the only place the plugin touches them.
+"""Run-time workarounds of verl internals: the only place the plugin touches them.
 
-Each workaround names the verl line it works around, checks that the line is still there (so a verl upgrade
-that fixes or moves it fails loudly in ``tests/backends/test_verl_compat.py`` instead of silently misbehaving),
-and is applied only when the ``cpu`` platform is selected: GPU deployments run verl untouched.
+Each workaround names the verl line it works around and checks that the line is still there (so a verl upgrade
+that fixes or moves it fails loudly in ``tests/backends/test_verl_compat.py`` instead of silently misbehaving).
+CPU-only workarounds are applied only when the ``cpu`` platform is selected; the others fix verl bugs that hit
+every platform and are applied wherever the plugin is loaded.
+
+CPU only:
 
 - ``gloo_process_group``: ``TrainingWorker.__init__`` calls ``initialize_global_process_group_ray()``, whose
   default backend string ``cpu:gloo,cpu:gloo`` torch rejects.
 - ``cpu_resource_check``: ``ResourcePoolManager._check_resource_available`` counts only GPU/NPU and raises on a
   CPU cluster.
+
+Every platform:
+
 - ``separate_async_logger``: ``PPOTrainerSeparateAsync._setup`` calls ``logger.info(..., flush=True)``, a
-  TypeError whenever INFO logging is on.
+  TypeError whenever INFO logging is on and ``hybrid_engine`` is false (every separate-async recipe).
+- ``equal_length_3d_position_ids``: transfer_queue packs a field with ``torch.nested.as_nested_tensor``, which
+  makes a batch whose rows all have the same length ragged on dim 1 (the rope dim of Qwen-VL's ``(4, L)``
+  position ids, offsets 0, 4, 8, ...); ``maybe_fix_3d_position_ids`` then forces ``_ragged_idx = 2`` on it and
+  the next ``unbind`` fails with "split_with_sizes expects split_sizes to sum exactly to L". Such a batch is
+  common in GRPO (n samples of one prompt that all stop at the response limit).
 """
 
 import inspect
@@ -17,6 +28,8 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import torch
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +47,7 @@ class Workaround:
     attribute: str
     expected_source: str
     apply: Callable[[], None]
+    cpu_only: bool = True
 
     def target(self):
         import importlib
@@ -91,6 +105,37 @@ def _patch_separate_async_logger() -> None:
         separate_async.logger = _FlushTolerantLogger(separate_async.logger, {})
 
 
+def _rebuild_ragged_on_sequence(position_ids):
+    """A ``(B, 4, L)`` jagged tensor that transfer_queue made ragged on dim 1, rebuilt ragged on the sequence."""
+    from verl.utils.tensordict_utils import nested_tensor_from_tensor_list
+
+    rows = position_ids.values().unflatten(0, (position_ids.offsets().numel() - 1, -1))
+    return nested_tensor_from_tensor_list(list(rows.unbind(0)), ragged_idx=2)
+
+
+def _patch_equal_length_3d_position_ids() -> None:
+    import verl.utils.tensordict_utils as tensordict_utils
+    import verl.workers.engine.base as engine_base
+    import verl.workers.engine_workers as engine_workers
+
+    verl_fix = tensordict_utils.maybe_fix_3d_position_ids
+
+    def fix_3d_position_ids(data) -> None:
+        position_ids = data.get("position_ids", None)
+        if (
+            isinstance(position_ids, torch.Tensor)
+            and position_ids.is_nested
+            and position_ids.dim() == 3
+            and position_ids.values().shape[0] == int(position_ids.offsets()[-1])
+        ):
+            data["position_ids"] = _rebuild_ragged_on_sequence(position_ids)
+            return
+        verl_fix(data)
+
+    for module in (tensordict_utils, engine_base, engine_workers):
+        module.maybe_fix_3d_position_ids = fix_3d_position_ids
+
+
 WORKAROUNDS = (
     Workaround(
         name="gloo_process_group",
@@ -112,6 +157,15 @@ WORKAROUNDS = (
         attribute="PPOTrainerSeparateAsync._setup",
         expected_source="flush=True",
         apply=_patch_separate_async_logger,
+        cpu_only=False,
+    ),
+    Workaround(
+        name="equal_length_3d_position_ids",
+        module="verl.utils.tensordict_utils",
+        attribute="maybe_fix_3d_position_ids",
+        expected_source='data["position_ids"]._ragged_idx = 2',
+        apply=_patch_equal_length_3d_position_ids,
+        cpu_only=False,
     ),
 )
 
@@ -120,21 +174,20 @@ def cpu_platform_selected() -> bool:
     return os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu"
 
 
-def apply_cpu_workarounds() -> list[str]:
-    """Apply every workaround once per process when the cpu platform is selected; returns the applied names."""
-    if not cpu_platform_selected():
-        return []
+def apply_workarounds() -> list[str]:
+    """Apply, once per process, the workarounds for this platform (CPU-only ones on ``cpu``); returns their names."""
     import verl
 
     if verl.__version__ != VERL_VERSION_WRITTEN_FOR:
         logger.warning(
-            "verl_asyncweb's CPU workarounds were written for verl %s, found %s; run "
+            "verl_asyncweb's verl workarounds were written for verl %s, found %s; run "
             "`python -m verl_asyncweb.doctor` to check them",
             VERL_VERSION_WRITTEN_FOR,
             verl.__version__,
         )
+    on_cpu = cpu_platform_selected()
     for workaround in WORKAROUNDS:
-        if workaround.name not in _applied:
+        if workaround.name not in _applied and (on_cpu or not workaround.cpu_only):
             _originals[workaround.name] = workaround.target()
             workaround.apply()
             _applied.add(workaround.name)
