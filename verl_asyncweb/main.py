@@ -25,7 +25,8 @@ from verl_asyncweb.run_folder import RUN_DIR_ENV, RunFolder
 logger = logging.getLogger("verl_asyncweb.main")
 
 # verl keys a run cannot start without (verl's defaults hold other `???` values for features a recipe may not use).
-REQUIRED_KEYS = ("actor_rollout_ref.model.path", "data.train_files", "data.val_files")
+MODEL_PATH_KEY = "actor_rollout_ref.model.path"
+REQUIRED_KEYS = (MODEL_PATH_KEY, "data.train_files", "data.val_files")
 # verl counts the weight versions a trajectory spans; derived from asyncweb.staleness (eta) as eta + 1.
 STALENESS_THRESHOLD_KEY = "trainer.v1.sampler.max_off_policy_threshold"
 USAGE = "usage: python -m verl_asyncweb.main [recipe=NAME] [key=value ...]   (recipes: {recipes})"
@@ -65,7 +66,63 @@ def load_config(argv: list[str]):
         raise SetupError(str(exc)) from exc
     apply_staleness(cfg, asyncweb.staleness, overrides)
     check_micro_batches(cfg)
+    if resolve_screenshot_budget(cfg, asyncweb):
+        asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     return cfg, asyncweb
+
+
+def resolve_screenshot_budget(cfg: DictConfig, asyncweb) -> bool:
+    """Derive the screenshot store's budget from the recipe, or refuse one too small; True when it was derived."""
+    from verl_asyncweb.agent.store_budget import BUDGET_KEY, store_need
+
+    need = store_need(
+        staleness=asyncweb.staleness,
+        prompts_per_step=cfg.data.train_batch_size,
+        samples_per_prompt=cfg.actor_rollout_ref.rollout.n,
+        max_steps=asyncweb.agent.max_steps,
+        viewport=(asyncweb.env.viewport_width, asyncweb.env.viewport_height),
+    )
+    budget = asyncweb.agent.screenshot_store_budget_bytes
+    if budget is None:
+        OmegaConf.update(cfg, BUDGET_KEY, need.budget_bytes)
+        logger.info("screenshot store budget: %s", need.describe())
+        return True
+    if budget < need.peak_bytes:
+        raise SetupError(
+            f"{BUDGET_KEY}={budget} ({budget / 2**20:.0f} MiB) cannot hold this recipe's screenshots: "
+            f"{need.describe()}; raise it, or set it to null to derive it"
+        )
+    return False
+
+
+def check_model_path(cfg: DictConfig, asyncweb) -> None:
+    """A recipe that does not build the tiny model needs ``actor_rollout_ref.model.path``.
+
+    Recipes leave it ``null``: a ``???`` placeholder would not survive composition, since merging a missing value
+    onto verl's default (``~/models/deepseek-llm-7b-chat``) keeps the default.
+    """
+    if asyncweb.build_tiny_model:
+        return
+    if OmegaConf.select(cfg, MODEL_PATH_KEY, default=None, throw_on_missing=False) in (None, "", "???"):
+        raise SetupError(f"recipe {asyncweb.recipe!r} needs {MODEL_PATH_KEY}=PATH (a Hugging Face model folder)")
+
+
+def check_gpus(cfg: DictConfig) -> None:
+    """Stop at once when the Ray cluster has fewer GPUs than the recipe's pools ask for (verl would wait forever)."""
+    import ray
+
+    rollout, trainer = cfg.actor_rollout_ref.rollout, cfg.trainer
+    needed = trainer.nnodes * trainer.n_gpus_per_node
+    if not cfg.actor_rollout_ref.hybrid_engine:
+        needed += rollout.nnodes * rollout.n_gpus_per_node
+    available = int(ray.cluster_resources().get("GPU", 0))
+    if available < needed:
+        raise SetupError(
+            f"recipe {cfg.asyncweb.recipe!r} needs {needed} GPUs (trainer {trainer.nnodes}x{trainer.n_gpus_per_node}"
+            + ("" if cfg.actor_rollout_ref.hybrid_engine else f" + rollout {rollout.nnodes}x{rollout.n_gpus_per_node}")
+            + f") but the Ray cluster has {available}; start it on the GPU nodes (ray start) or shrink "
+            "trainer.nnodes/n_gpus_per_node and actor_rollout_ref.rollout.nnodes/n_gpus_per_node"
+        )
 
 
 def apply_staleness(cfg: DictConfig, eta: int, overrides: list[str]) -> None:
@@ -183,6 +240,7 @@ def run(argv: list[str]) -> dict:
     """Run one job; returns the summary written to the run folder."""
     started_at = time.time()
     cfg, asyncweb = load_config(argv)
+    check_model_path(cfg, asyncweb)
     select_platform(asyncweb)
     cpu = asyncweb.platform == "cpu"
     check_registrations(cpu)
@@ -206,6 +264,8 @@ def run(argv: list[str]) -> dict:
 
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     start_ray(cfg, worker_env(cfg, metrics_path, run_folder))
+    if not cpu:
+        check_gpus(cfg)
     from verl_asyncweb.doctor import format_report, worker_registration_checks
 
     failed = [check for check in worker_registration_checks(cpu) if not check.ok]

@@ -7,20 +7,27 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from verl_asyncweb.main import SetupError, load_config
+from verl_asyncweb.main import SetupError, load_config, main
 from verl_asyncweb.recipes_registry import RecipeError, available_recipes
 
 # What a user must supply to the GPU recipes (their `???` values).
 GPU_VALUES = [
+    "actor_rollout_ref.model.path=/models/Qwen3-VL-8B-Instruct",
     "asyncweb.judge.base_url=http://127.0.0.1:8000/v1",
     "asyncweb.judge.model=judge",
     "asyncweb.tasks.train=[/data/webgym/train.jsonl]",
 ]
 
 
+def required_values(recipe: str) -> list[str]:
+    if recipe.startswith("webgym"):
+        return GPU_VALUES
+    return ["actor_rollout_ref.model.path=/models/warm_start"] if recipe == "laptop_learning" else []
+
+
 @pytest.mark.parametrize("recipe", available_recipes())
 def test_recipe_composes_and_validates(recipe):
-    cfg, asyncweb = load_config([f"recipe={recipe}", *(GPU_VALUES if recipe.startswith("webgym") else [])])
+    cfg, asyncweb = load_config([f"recipe={recipe}", *required_values(recipe)])
     assert asyncweb.recipe == recipe
     assert cfg.trainer.use_v1 is True
     assert cfg.actor_rollout_ref.actor.policy_loss.loss_mode in ("decoupled_ppo", "vanilla")
@@ -117,3 +124,52 @@ def test_main_stops_before_any_worker_starts(args, tmp_path):
     assert "Started a local Ray instance" not in out.stdout + out.stderr
     assert not (tmp_path / "run").exists()
     assert time.monotonic() - started < 120
+
+
+def test_gpu_recipe_derives_a_screenshot_budget_that_holds_its_peak():
+    # (eta + 1) batches in flight + (eta + 1) + 2 finished and not yet released = 8 batches of 128 episodes,
+    # 10 steps each (max_steps 0: AsyncWebRL's mean), 1280x720 JPEGs: ~1.1 GiB, far above the old fixed 512 MiB.
+    cfg, asyncweb = load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES])
+    budget = cfg.asyncweb.agent.screenshot_store_budget_bytes
+    assert asyncweb.agent.screenshot_store_budget_bytes == budget
+    peak = 8 * 128 * 10 * 1280 * 720 * 0.12
+    assert peak > 512 * 2**20 and peak <= budget <= 2 * peak
+
+
+def test_a_screenshot_budget_below_the_recipes_peak_stops_at_start_up():
+    with pytest.raises(SetupError, match=r"asyncweb.agent.screenshot_store_budget_bytes=536870912 \(512 MiB\) cannot"):
+        load_config(
+            ["recipe=webgym_qwen3vl8b_async", *GPU_VALUES, "asyncweb.agent.screenshot_store_budget_bytes=536870912"]
+        )
+    cfg, _ = load_config(["recipe=cpu_smoke", "asyncweb.agent.screenshot_store_budget_bytes=536870912"])
+    assert cfg.asyncweb.agent.screenshot_store_budget_bytes == 536870912  # an explicit budget that fits is kept
+
+
+@pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync", "laptop_learning"])
+def test_a_recipe_without_its_model_path_names_the_key(recipe, tmp_path, capsys):
+    # Before: the recipes' `path: ???` merged onto verl's default; runs went on with ~/models/deepseek-llm-7b-chat.
+    values = [v for v in required_values(recipe) if not v.startswith("actor_rollout_ref.model.path")]
+    assert main([f"recipe={recipe}", *values, f"trainer.default_local_dir={tmp_path}/run"]) == 2
+    assert "needs actor_rollout_ref.model.path=PATH" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_gpu_recipe_on_a_machine_without_gpus_stops_naming_the_counts(tmp_path):
+    # Before: verl waited for the 64 GPUs' Ray resources until the job was killed.
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verl_asyncweb.main",
+            "recipe=webgym_qwen3vl8b_async",
+            *GPU_VALUES[:3],
+            "asyncweb.tasks.train=[examples/webgym_tasks_example.jsonl]",
+            f"trainer.default_local_dir={tmp_path}/run",
+            "ray_kwargs.ray_init.num_cpus=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "needs 64 GPUs (trainer 2x8 + rollout 6x8) but the Ray cluster has 0" in out.stderr

@@ -28,7 +28,9 @@ class AgentConfig(BaseConfig):
         max_prompt_tokens: Prompt limit per step, in tokens; a longer prompt ends the episode as a context
             overflow (a failure, REFERENCE.md "Fault handling").
         screenshot_store_budget_bytes: Bytes the :class:`~verl_asyncweb.agent.screenshots.ScreenshotStore` may
-            hold; ``put`` waits (back-pressure) while the budget is full.
+            hold; ``put`` waits (back-pressure) while the budget is full. ``None`` (the default): derived by
+            ``verl_asyncweb.main`` from the recipe (:mod:`~verl_asyncweb.agent.store_budget`); a value below the
+            recipe's peak stops the run at start-up.
         screenshot_store_name: Name of the store's Ray actor (one per job).
         screenshot_put_timeout_s: How long a ``put`` may wait for budget before it fails with
             :class:`~verl_asyncweb.agent.screenshots.ScreenshotStoreFull`.
@@ -49,7 +51,7 @@ class AgentConfig(BaseConfig):
     max_history_text_rounds: int = 8
     max_response_tokens: int = 512
     max_prompt_tokens: int = 4096
-    screenshot_store_budget_bytes: int = 512 * 1024 * 1024
+    screenshot_store_budget_bytes: int | None = None
     screenshot_store_name: str = "asyncweb_screenshot_store"
     screenshot_put_timeout_s: float = 120.0
     screenshot_max_side: int = 1280
@@ -65,7 +67,8 @@ class AgentConfig(BaseConfig):
         check_int(f"{_PREFIX}.max_response_tokens", self.max_response_tokens, 1)
         check_int(f"{_PREFIX}.max_prompt_tokens", self.max_prompt_tokens, 1)
         check_int(f"{_PREFIX}.max_steps", self.max_steps, 0)
-        check_int(f"{_PREFIX}.screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
+        if self.screenshot_store_budget_bytes is not None:
+            check_int(f"{_PREFIX}.screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
         check_int(f"{_PREFIX}.screenshot_max_side", self.screenshot_max_side, 1)
         check_int(f"{_PREFIX}.stuck_repeat_limit", self.stuck_repeat_limit, 2)
         check_int(f"{_PREFIX}.max_element_lines", self.max_element_lines, 1)

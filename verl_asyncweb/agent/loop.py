@@ -44,7 +44,7 @@ class EpisodeState:
     progress: dict | None = None
     history: list = field(default_factory=list)
     outputs: list[AgentLoopOutput] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
+    versions: list[tuple[int, int]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     screenshots: list[bytes] = field(default_factory=list)
     invalid_actions: int = 0
@@ -158,6 +158,18 @@ def advance_state(state: EpisodeState, step_index: int, parsed, observation, res
     )
 
 
+def generation_versions(extra_fields: dict[str, Any]) -> tuple[int, int]:
+    """Earliest and latest weight version of one generation (a weight update may land in the middle of it).
+
+    verl's server client reports ``min_global_steps``/``max_global_steps`` (defaulting both to ``global_steps``);
+    the staleness filter and ``asyncweb/policy_lag`` must see the earliest.
+    """
+    latest = extra_fields.get("max_global_steps", extra_fields.get("global_steps"))
+    earliest = extra_fields.get("min_global_steps", latest)
+    latest = int(latest or 0)
+    return min(int(earliest if earliest is not None else latest), latest), latest
+
+
 @register(AGENT_NAME)
 class WebAgentLoop(AgentLoopBase):
     """Runs one web episode and returns one ``AgentLoopOutput`` per step (see the module docstring)."""
@@ -175,6 +187,7 @@ class WebAgentLoop(AgentLoopBase):
         self.response_length = self.rollout_config.response_length
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
+        from verl_asyncweb.env import EvalResult
         from verl_asyncweb.task_dataset import task_from_json
 
         extra_info = kwargs.get("extra_info") or {}
@@ -185,6 +198,12 @@ class WebAgentLoop(AgentLoopBase):
         session = await pool.acquire()
         try:
             evaluation = await self._run_episode(pool, session, task, state, sampling_params)
+        except Exception as exc:
+            # Steps already taken put screenshots in the store under this trajectory: reporting the episode is
+            # what makes the trainer release them (and keeps its steps in the run folder).
+            failure = EvalResult(env_failed=True, reasons=[f"episode error: {type(exc).__name__}: {exc}"[:500]])
+            self.report_episode({**self._summary(task, state, failure, started), "error": type(exc).__name__})
+            raise
         finally:
             await pool.release(session)
         summary = self._summary(task, state, evaluation, started)
@@ -246,8 +265,8 @@ class WebAgentLoop(AgentLoopBase):
             coordinate_mode=self.env_config.coordinate_mode,
             viewport=(self.env_config.viewport_width, self.env_config.viewport_height),
         )
-        version = output.extra_fields.get("max_global_steps", output.extra_fields.get("global_steps")) or 0
-        state.versions.append(int(version))
+        earliest, version = generation_versions(output.extra_fields)
+        state.versions.append((earliest, version))
         action = parsed.action
         result = await pool.step(session, action)
         advance_state(state, step_index, parsed, observation, result)
@@ -256,7 +275,8 @@ class WebAgentLoop(AgentLoopBase):
         state.steps.append(
             {
                 "step_index": step_index,
-                "policy_version": int(version),
+                "policy_version": version,
+                "policy_version_min": earliest,
                 "intention": parsed.intention,
                 "memory": parsed.memory if parsed.memory is not None else parsed.memory_raw,
                 "progress": parsed.progress if parsed.progress is not None else parsed.progress_raw,
@@ -286,7 +306,8 @@ class WebAgentLoop(AgentLoopBase):
                 metrics=AgentLoopMetrics(),
                 extra_fields={
                     "step_index": step_index,
-                    "policy_version": int(version),
+                    "policy_version": version,
+                    "policy_version_min": earliest,
                     SCREENSHOT_KEYS_FIELD: keys,
                     IMAGE_GRID_FIELD: mm_inputs["image_grid_thw"].tolist(),
                     "screenshot_store": screenshots.incarnation,
@@ -331,8 +352,8 @@ class WebAgentLoop(AgentLoopBase):
                     "traj_num_steps": num_steps,
                     "task_id": task.task_id,
                     "difficulty": task.difficulty,
-                    "min_global_steps": min(state.versions, default=0),
-                    "max_global_steps": max(state.versions, default=0),
+                    "min_global_steps": min((earliest for earliest, _ in state.versions), default=0),
+                    "max_global_steps": max((latest for _, latest in state.versions), default=0),
                     "reward_extra_info": {"success": float(evaluation.success)},
                 }
             )
@@ -355,7 +376,7 @@ class WebAgentLoop(AgentLoopBase):
             invalid_actions=state.invalid_actions,
             stuck_steps=state.stuck_steps,
             memory_stats=[analyze_memory(step["memory"]) for step in state.steps],
-            policy_versions=list(state.versions),
+            policy_versions=[earliest for earliest, _ in state.versions],
             context_overflow=state.context_overflow,
         )
         return {

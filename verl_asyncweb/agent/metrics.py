@@ -61,7 +61,7 @@ class TrajectorySummary:
             (``asyncweb.agent.stuck_repeat_limit``).
         memory_stats: :class:`~verl_asyncweb.agent.memory.MemoryStats` of each step's Memory, ``None`` for
             steps without a Memory section.
-        policy_versions: Policy (weight) version each step was generated with.
+        policy_versions: Earliest policy (weight) version each step's generation used.
         context_overflow: The episode ended because the prompt exceeded ``asyncweb.agent.max_prompt_tokens``.
     """
 

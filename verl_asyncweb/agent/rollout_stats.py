@@ -31,11 +31,9 @@ class RolloutStats:
     def report_episode(self, summary: dict[str, Any]) -> None:
         self._totals["episodes"] += 1
         self._totals["env_failures"] += int(bool(summary.get("env_failed")))
+        self._totals["episode_errors"] += int("error" in summary)
         if len(self._episodes) < _MAX_PENDING:
             self._episodes.append(summary)
-
-    def report_error(self) -> None:
-        self._totals["episode_errors"] += 1
 
     def report_generation(self, start: float, end: float) -> None:
         if len(self._intervals) < _MAX_PENDING:

@@ -277,7 +277,7 @@ class ScreenshotClient:
         """Build from an :class:`~verl_asyncweb.agent.config.AgentConfig` (or a dict with its keys)."""
         return cls(
             name=config["screenshot_store_name"],
-            budget_bytes=config["screenshot_store_budget_bytes"],
+            budget_bytes=config["screenshot_store_budget_bytes"] or DEFAULT_BUDGET_BYTES,
             put_timeout_s=config["screenshot_put_timeout_s"],
             **kwargs,
         )

@@ -88,6 +88,7 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         overlap = busy_fraction(intervals, *update) * (update[1] - update[0])
         metrics["asyncweb/overlap/generation_during_update_s"] = overlap
     metrics["asyncweb/env_failures_total"] = float(drained["totals"]["env_failures"])
+    metrics["asyncweb/episode_errors_total"] = float(drained["totals"]["episode_errors"])
     write_episodes(os.environ.get(RUN_DIR_ENV), episodes, global_step, trainer.screenshots)
     release_screenshots(trainer, [e["traj_id"] for e in episodes], global_step)
     return metrics
