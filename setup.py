@@ -2,19 +2,20 @@
 
 from setuptools import find_packages, setup
 
-# Versions known to work together on CPU (CI) and as the base of a GPU deployment.
+# Ranges that admit both the CPU stack CI pins (constraints/cpu.txt) and verl[vllm]==0.9.1's GPU pins (torch 2.11.0,
+# torchvision 0.26.0, transformers 5.9.0, vllm 0.24.0); tests/unit/test_packaging.py checks both against verl's metadata.
 INSTALL_REQUIRES = [
     "verl==0.9.1",
-    "torch==2.14.1",
-    "torchvision==0.29.1",
-    "transformers==5.10.4",
-    "tokenizers==0.22.2",
-    "tensordict==0.10.0",
-    "ray[default]==2.60.0",
-    "playwright==1.65.2",
-    "miniwob==1.1.0",
-    "hydra-core==1.3.8",
-    "omegaconf==2.3.0",
+    "torch>=2.11,<2.15",
+    "torchvision>=0.26,<0.30",
+    "transformers>=5.9,<5.11",
+    "tokenizers>=0.22,<0.24",
+    "tensordict>=0.8,!=0.9.0,<=0.10.0",
+    "ray[default]>=2.41,<3",
+    "playwright>=1.49,<2",
+    "miniwob>=1.1,<2",
+    "hydra-core>=1.3,<1.4",
+    "omegaconf>=2.3,<2.4",
     "pillow>=11",
     "matplotlib>=3.9",
     "aiohttp>=3.10",
@@ -38,7 +39,8 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "gpu": ["verl[vllm]==0.9.1", "flash-attn"],
+        # cupy-cu130: what verl's nccl checkpoint engine (weight sync to vLLM) imports.
+        "gpu": ["verl[vllm,cupy-cu130]==0.9.1", "flash-attn"],
         "test": ["pytest==9.0.3", "pytest-asyncio==1.5.0", "pytest-timeout==2.4.0", "ruff==0.17.6"],
     },
     entry_points={"verl.plugins": ["asyncweb = verl_asyncweb.plugin"]},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything verl_asyncweb needs on Debian with Python 3.11 (root, no GPU, package registries only):
 # Chromium and fonts from Debian, the pinned Python stack from PyPI (torch 2.14.1 + torchvision 0.29.1 come from
-# this machine's wheel store), the package itself in editable mode, and the offline tiny model.
+# this machine's wheel store) pinned by constraints/cpu.txt, the package itself in editable mode, and the offline
+# tiny model.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,11 +22,11 @@ fi
 PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c "import torch, torchvision; assert torch.__version__.startswith('2.14.1') and torchvision.__version__.startswith('0.29.1')" 2>/dev/null; then
   echo "setup: pip install torch==2.14.1 torchvision==0.29.1"
-  "$PYTHON" -m pip install -q torch==2.14.1 torchvision==0.29.1
+  "$PYTHON" -m pip install -q -c constraints/cpu.txt torch==2.14.1 torchvision==0.29.1
 fi
 if ! "$PYTHON" -c "import verl, playwright, miniwob, pytest, ruff, pytest_asyncio, pytest_timeout" 2>/dev/null; then
-  echo "setup: pip install -e .[test]"
-  "$PYTHON" -m pip install -q -e ".[test]"
+  echo "setup: pip install -c constraints/cpu.txt -e .[test]"
+  "$PYTHON" -m pip install -q -c constraints/cpu.txt -e ".[test]"
 fi
 # Always point the editable install (and its verl.plugins entry point) at this checkout.
 "$PYTHON" -m pip install -q --no-deps -e . >/dev/null 2>&1

@@ -66,6 +66,7 @@ def load_config(argv: list[str]):
         raise SetupError(str(exc)) from exc
     apply_staleness(cfg, asyncweb.staleness, overrides)
     check_micro_batches(cfg)
+    check_agent_workers(cfg)
     if resolve_screenshot_budget(cfg, asyncweb):
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     return cfg, asyncweb
@@ -157,6 +158,19 @@ def check_micro_batches(cfg: DictConfig) -> None:
         raise SetupError(
             f"{', '.join(wrong)} must divide ppo_mini_batch_size * rollout.n = {mini_batch} step-samples; "
             "pick a divisor or set use_dynamic_bsz (micro-batches by token budget)"
+        )
+
+
+def check_agent_workers(cfg: DictConfig) -> None:
+    """Every agent-loop worker must get prompts: verl splits each dispatch of ``train_batch_size`` prompts across
+    the workers by prompt (``TensorDict.chunk``), so workers beyond the prompt count never run an episode."""
+    workers = cfg.actor_rollout_ref.rollout.agent.num_workers
+    prompts = cfg.data.train_batch_size
+    if workers > prompts:
+        raise SetupError(
+            f"actor_rollout_ref.rollout.agent.num_workers={workers} exceeds the {prompts} prompts of each dispatch "
+            f"(data.train_batch_size): {workers - prompts} workers, and their browsers, would never get work; use at "
+            f"most {prompts} workers (more pages per worker: asyncweb.env.num_browsers / pages_per_browser)"
         )
 
 

@@ -173,3 +173,19 @@ def test_gpu_recipe_on_a_machine_without_gpus_stops_naming_the_counts(tmp_path):
     )
     assert out.returncode == 2, out.stderr[-3000:]
     assert "needs 64 GPUs (trainer 2x8 + rollout 6x8) but the Ray cluster has 0" in out.stderr
+
+
+@pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync"])
+def test_gpu_recipe_sizes_agree(recipe):
+    cfg, asyncweb = load_config([f"recipe={recipe}", *GPU_VALUES])
+    rollout, data = cfg.actor_rollout_ref.rollout, cfg.data
+    assert rollout.max_model_len == data.max_prompt_length + data.max_response_length
+    # Every agent-loop worker gets prompts, and there is a page for every episode the staleness bound admits.
+    assert rollout.agent.num_workers <= data.train_batch_size
+    pages = rollout.agent.num_workers * asyncweb.env.num_browsers * asyncweb.env.pages_per_browser
+    assert pages >= (asyncweb.staleness + 1) * data.train_batch_size * rollout.n
+
+
+def test_more_agent_workers_than_prompts_per_dispatch_is_refused():
+    with pytest.raises(SetupError, match="num_workers=32 exceeds the 16 prompts of each dispatch"):
+        load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES, "actor_rollout_ref.rollout.agent.num_workers=32"])

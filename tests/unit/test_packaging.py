@@ -1,0 +1,69 @@
+"""The install resolves on both stacks: verl_asyncweb's ranges admit verl[vllm]==0.9.1's GPU pins and the CPU pins.
+
+Checked offline against the installed metadata of verl and of this package (what pip resolves against); the online
+check is the README's ``pip install --dry-run`` command.
+"""
+
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+CONSTRAINTS = Path(__file__).resolve().parents[2] / "constraints" / "cpu.txt"
+
+
+def requirements(distribution: str, extra: str = "") -> dict[str, Requirement]:
+    """The distribution's requirements that apply with ``extra`` (base ones with ``""``), by canonical name."""
+    found = {}
+    for line in importlib.metadata.requires(distribution) or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+            if extra and requirement.marker is None:
+                continue
+            found[canonicalize_name(requirement.name)] = requirement
+    return found
+
+
+def cpu_pins() -> dict[str, str]:
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+VERL_VLLM_PINS = requirements("verl", "vllm")
+
+
+def test_verls_vllm_extra_pins_the_gpu_stack_we_target():
+    pins = {name: str(req.specifier) for name, req in VERL_VLLM_PINS.items() if str(req.specifier).startswith("==")}
+    assert {"torch": "==2.11.0", "torchvision": "==0.26.0", "transformers": "==5.9.0", "vllm": "==0.24.0"}.items() <= (
+        pins.items()
+    )
+
+
+@pytest.mark.parametrize("name", ["torch", "torchvision", "transformers"])
+def test_our_ranges_admit_verls_gpu_pin(name):
+    pinned = next(iter(VERL_VLLM_PINS[name].specifier)).version
+    ours = requirements("verl_asyncweb")[name].specifier
+    assert ours.contains(pinned), f"{name} {ours} rejects verl[vllm]'s {pinned}: pip install verl_asyncweb[gpu] fails"
+
+
+def test_cpu_constraints_satisfy_our_ranges_and_verls():
+    ours, verls, pins = requirements("verl_asyncweb"), requirements("verl"), cpu_pins()
+    for name, version in pins.items():
+        for owner, reqs in (("verl_asyncweb", ours), ("verl", verls)):
+            if name in reqs:
+                assert reqs[name].specifier.contains(version), f"{owner} requires {reqs[name]}, constraints pin {version}"
+    # Every exact-pinned package of the CPU stack is a requirement of ours (a stale pin would go unnoticed).
+    assert set(pins) <= set(ours) | set(verls)
+
+
+def test_gpu_extra_brings_vllm_and_what_the_nccl_weight_sync_imports():
+    (verl,) = [req for name, req in requirements("verl_asyncweb", "gpu").items() if name == "verl"]
+    assert {"vllm", "cupy-cu130"} <= verl.extras and verl.specifier.contains("0.9.1")
+    cupy = requirements("verl", "cupy-cu130")
+    assert any(name.startswith("cupy") for name in cupy), cupy
