@@ -57,7 +57,7 @@ def test_cpu_constraints_satisfy_our_ranges_and_verls():
     for name, version in pins.items():
         for owner, reqs in (("verl_asyncweb", ours), ("verl", verls)):
             if name in reqs:
-                assert reqs[name].specifier.contains(version), f"{owner} requires {reqs[name]}, constraints pin {version}"
+                assert reqs[name].specifier.contains(version), f"{owner} requires {reqs[name]}, pinned {version}"
     # Every exact-pinned package of the CPU stack is a requirement of ours (a stale pin would go unnoticed).
     assert set(pins) <= set(ours) | set(verls)
 
