@@ -21,7 +21,9 @@ def _screenshot() -> Image.Image:
     return Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
 
 
-def _prompt(server: HFRolloutServer, with_image: bool) -> tuple[list[int], list[Image.Image] | None]:
+def _prompt(
+    server: HFRolloutServer, with_image: bool, mm_processor_kwargs: dict | None = None
+) -> tuple[list[int], list[Image.Image] | None]:
     content = [{"type": "text", "text": "Click the blue button."}]
     images = None
     if with_image:
@@ -30,7 +32,7 @@ def _prompt(server: HFRolloutServer, with_image: bool) -> tuple[list[int], list[
     text = server.processor.apply_chat_template(
         [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
     )
-    inputs = server.processor(text=[text], images=images, return_tensors="pt")
+    inputs = server.processor(text=[text], images=images, return_tensors="pt", **(mm_processor_kwargs or {}))
     return inputs["input_ids"][0].tolist(), images
 
 
@@ -95,3 +97,28 @@ def test_hf_server_abort_returns_partial_output_and_resume_reopens(server):
 def test_hf_server_rejects_unknown_weights_with_clear_error(server):
     with pytest.raises(ValueError, match="does not have"):
         asyncio.run(server.load_weights({"not.a.parameter": torch.zeros(1)}, global_steps=1))
+
+
+# data.mm_processor_kwargs that shrink a screenshot below the processor's default pixel budget.
+FEWER_PIXELS = {"size": {"longest_edge": 64 * 28 * 28, "shortest_edge": 4 * 28 * 28}}
+
+
+def test_images_are_processed_with_the_prompts_mm_processor_kwargs(server):
+    from verl_asyncweb.trainer.pixels import rebuild_pixels
+
+    prompt_ids, images = _prompt(server, True, FEWER_PIXELS)
+    image_token = server.model.config.image_token_id
+    assert prompt_ids.count(image_token) < _prompt(server, True)[0].count(image_token)
+    request = {"prompt_ids": prompt_ids, "sampling_params": {"max_tokens": 4}, "request_id": "r", "image_data": images}
+    output = asyncio.run(server.generate(**request, mm_processor_kwargs=FEWER_PIXELS))
+    assert output.stop_reason != "aborted" and len(output.token_ids) > 0
+    # Without the prompt's arguments the features would not match its image tokens: an error, never a silent grid.
+    with pytest.raises(ValueError, match="same data.mm_processor_kwargs"):
+        asyncio.run(server.generate(**request))
+
+    # The trainer's pixel rebuild: the rollout's grid with the same arguments, an error without them.
+    grid = server.processor.image_processor(images=images, return_tensors="pt", **FEWER_PIXELS)["image_grid_thw"]
+    pixels = rebuild_pixels(server.processor.image_processor, images, grid, FEWER_PIXELS)
+    assert pixels.shape[0] == int(grid.prod())
+    with pytest.raises(ValueError, match="same data.mm_processor_kwargs"):
+        rebuild_pixels(server.processor.image_processor, images, grid, {})

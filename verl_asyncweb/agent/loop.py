@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from verl_asyncweb.agent.config import AgentConfig
@@ -158,6 +158,10 @@ def advance_state(state: EpisodeState, step_index: int, parsed, observation, res
     )
 
 
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+
+
 def generation_versions(extra_fields: dict[str, Any]) -> tuple[int, int]:
     """Earliest and latest weight version of one generation (a weight update may land in the middle of it).
 
@@ -256,6 +260,8 @@ class WebAgentLoop(AgentLoopBase):
             prompt_ids=prompt_ids,
             sampling_params={**sampling_params, "max_tokens": self.response_length},
             image_data=images,
+            # The prompt's image tokens were built with these; the server must process the images the same way.
+            **({"mm_processor_kwargs": _plain(self.mm_processor_kwargs)} if self.mm_processor_kwargs else {}),
         )
         response_ids = list(output.token_ids)[: self.response_length]
         log_probs = list(output.log_probs or [])[: len(response_ids)]

@@ -91,7 +91,12 @@ class HFRolloutServer:
         try:
             loop = asyncio.get_running_loop()
             token_ids, log_probs, aborted, (start, end) = await loop.run_in_executor(
-                self._executor, self._generate_blocking, list(prompt_ids), dict(sampling_params), image_data
+                self._executor,
+                self._generate_blocking,
+                list(prompt_ids),
+                dict(sampling_params),
+                image_data,
+                dict(kwargs.get("mm_processor_kwargs") or {}),
             )
         finally:
             self._in_flight -= 1
@@ -125,7 +130,11 @@ class HFRolloutServer:
 
     @torch.no_grad()
     def _generate_blocking(
-        self, prompt_ids: list[int], sampling_params: dict[str, Any], image_data: list[Any] | None
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: list[Any] | None,
+        mm_processor_kwargs: dict[str, Any] | None = None,
     ) -> tuple[list[int], list[float], bool, tuple[float, float]]:
         start = time.time()
         if self._abort_event.is_set():
@@ -134,7 +143,7 @@ class HFRolloutServer:
         max_new_tokens = min(int(max_new_tokens or self.response_length), self.max_model_len - len(prompt_ids))
         if max_new_tokens <= 0:
             return [], [], False, (start, start)
-        inputs = self._model_inputs(prompt_ids, image_data)
+        inputs = self._model_inputs(prompt_ids, image_data, mm_processor_kwargs)
         temperature = float(sampling_params.get("temperature", 1.0))
         greedy = temperature <= 0.0
         top_k = int(sampling_params.get("top_k", -1) or -1)
@@ -159,11 +168,26 @@ class HFRolloutServer:
         aborted = self._abort_event.is_set()
         return new_tokens.tolist(), log_probs.tolist(), aborted, (start, time.time())
 
-    def _model_inputs(self, prompt_ids: list[int], image_data: list[Any] | None) -> dict[str, torch.Tensor]:
+    def _model_inputs(
+        self, prompt_ids: list[int], image_data: list[Any] | None, mm_processor_kwargs: dict[str, Any] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Model inputs of one request; images are processed with the request's ``mm_processor_kwargs`` (the agent
+        loop sends ``data.mm_processor_kwargs``, as the prompt's image tokens were built with them)."""
         input_ids = torch.tensor([prompt_ids], dtype=torch.long)
         inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
         if image_data:
-            image_inputs = self.processor.image_processor(images=image_data, return_tensors="pt")
+            image_inputs = self.processor.image_processor(
+                images=image_data, return_tensors="pt", **(mm_processor_kwargs or {})
+            )
+            merge = self.processor.image_processor.merge_size**2
+            features = int(image_inputs["image_grid_thw"].prod(dim=-1).sum()) // merge
+            tokens = prompt_ids.count(self.model.config.image_token_id)
+            if features != tokens:
+                raise ValueError(
+                    f"the prompt has {tokens} image tokens but its images make {features} features: the prompt and "
+                    f"the server must process images with the same data.mm_processor_kwargs "
+                    f"(server got {mm_processor_kwargs or {}})"
+                )
             inputs["pixel_values"] = image_inputs["pixel_values"]
             inputs["image_grid_thw"] = image_inputs["image_grid_thw"]
             inputs["mm_token_type_ids"] = torch.tensor(self.processor.create_mm_token_type_ids(input_ids.tolist()))

@@ -93,7 +93,7 @@ class LocalServerManager:
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, image_data=None, **kwargs):
         params = {**sampling_params, "temperature": self.temperature}
-        return await self.server.generate(prompt_ids, params, request_id, image_data=image_data)
+        return await self.server.generate(prompt_ids, params, request_id, image_data=image_data, **kwargs)
 
 
 async def run_episodes(cfg: DictConfig, model_dir: Path, tasks: list, temperature: float) -> list[dict]:

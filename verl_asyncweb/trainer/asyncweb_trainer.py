@@ -66,7 +66,9 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
     def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         from verl_asyncweb.trainer.pixels import attach_pixel_values
 
-        self._pixel_metrics = attach_pixel_values(batch, self.processor, self.screenshots).metrics()
+        self._pixel_metrics = attach_pixel_values(
+            batch, self.processor, self.screenshots, self.config.data.get("mm_processor_kwargs")
+        ).metrics()
         return super()._compute_old_log_prob(batch, metrics)
 
     # ------------------------------------------------------------------ advantages

@@ -68,8 +68,24 @@ def _blank_pixels(image_processor, grid: torch.Tensor) -> torch.Tensor:
     return torch.zeros(int(grid.prod(dim=-1).sum()), patch_dim)
 
 
-def attach_pixel_values(batch: KVBatchMeta, processor, client) -> PixelStats:
-    """Resolve the batch's screenshot keys into ``multi_modal_inputs`` in TransferQueue (see module docstring)."""
+def rebuild_pixels(image_processor, images: list, grid: torch.Tensor, mm_kwargs: dict) -> torch.Tensor:
+    """The pixel values of one step's images, with the image grid the rollout saw (else an error, never a silent
+    mismatch between image tokens and features)."""
+    pixels = image_processor(images=images, return_tensors="pt", **mm_kwargs)
+    if not torch.equal(pixels["image_grid_thw"], grid):
+        raise ValueError(
+            f"rebuilt image grid {pixels['image_grid_thw'].tolist()} != the rollout's {grid.tolist()}: the rollout "
+            f"and the trainer must process images with the same data.mm_processor_kwargs (trainer: {mm_kwargs})"
+        )
+    return pixels["pixel_values"]
+
+
+def attach_pixel_values(batch: KVBatchMeta, processor, client, mm_kwargs: dict | None = None) -> PixelStats:
+    """Resolve the batch's screenshot keys into ``multi_modal_inputs`` in TransferQueue (see module docstring).
+
+    ``mm_kwargs`` is ``data.mm_processor_kwargs``, the image-processor arguments the rollout used.
+    """
+    mm_kwargs = dict(mm_kwargs or {})
     stats = PixelStats()
     data = tq.kv_batch_get(
         keys=batch.keys,
@@ -103,10 +119,8 @@ def attach_pixel_values(batch: KVBatchMeta, processor, client) -> PixelStats:
         grid = torch.tensor(extra[IMAGE_GRID_FIELD], dtype=torch.long)
         stats.samples += 1
         if all(blobs.get(key) is not None for key in keys):
-            pixels = image_processor(images=[_decode(blobs[key]) for key in keys], return_tensors="pt")
-            if not torch.equal(pixels["image_grid_thw"], grid):
-                raise ValueError(f"rebuilt image grid {pixels['image_grid_thw'].tolist()} != rollout's {grid.tolist()}")
-            inputs.append({"pixel_values": pixels["pixel_values"], IMAGE_GRID_FIELD: grid})
+            pixel_values = rebuild_pixels(image_processor, [_decode(blobs[key]) for key in keys], grid, mm_kwargs)
+            inputs.append({"pixel_values": pixel_values, IMAGE_GRID_FIELD: grid})
             masks.append(mask)
             stats.images += len(keys)
             stats.image_bytes += sum(len(blobs[key]) for key in keys)
