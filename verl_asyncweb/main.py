@@ -206,7 +206,7 @@ def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
     if asyncweb.build_tiny_model:
         from verl_asyncweb.backends.tiny_model import build_tiny_model
 
-        cfg.actor_rollout_ref.model.path = str(build_tiny_model())
+        cfg.actor_rollout_ref.model.path = str(build_tiny_model(size=asyncweb.tiny_model_size))
     tasks = asyncweb.tasks
     try:
         train = load_task_sources(

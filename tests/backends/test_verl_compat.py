@@ -86,3 +86,15 @@ def test_verls_own_fix_breaks_an_equal_length_batch():
     _originals[verl_fix.name](batch)
     with pytest.raises(RuntimeError):
         tu.index_select_tensor_dict(batch, [2, 0])
+
+
+def test_the_cpu_platform_is_never_auto_detected():
+    # Registered, but selected only by VERL_PLATFORM=cpu: a GPU host (or this CPU one) keeps verl's own detection.
+    probe = (
+        "import os; os.environ.pop('VERL_PLATFORM', None); import verl;"
+        "from verl.plugin.platform.platform_manager import PlatformRegistry, get_platform;"
+        "print(PlatformRegistry.get('cpu') is not None, type(get_platform()).__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    registered, selected = out.stdout.strip().splitlines()[-1].split()
+    assert registered == "True" and selected != "PlatformCPU"

@@ -4,6 +4,10 @@ The warm start (oracle demonstrations of MiniWoB++'s click-test, a few supervise
 the policy with mixed outcomes, so every step has a real learning signal. The run is synchronous (policy lag 0),
 so the rollout server's log-probs and the trainer's recomputation of them must agree after every update and
 weight sync. What RL did is read from the weights: the responses it rewarded became more likely.
+
+The trainer has two ranks (FSDP2 over gloo, two processes), as a GPU trainer pool has several: verl balances each
+batch across them, pads it (one task group of three trajectories is three step-samples, padded to an even count)
+with rows that must get no images, saves sharded checkpoints, and syncs the weights from rank 0 of two.
 """
 
 import hashlib
@@ -19,6 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
 
 STEPS = 4
 INSTANCES = 8
+TRAINER_RANKS = 2
 # Partial on purpose: 150 steps gave the tiny model 50% held-out success at temperature 1 (mixed groups).
 WARM_START_STEPS = 150
 
@@ -45,6 +50,10 @@ def learning_run(tmp_path_factory, tiny_model_path) -> tuple[Path, Path, Path]:
         "asyncweb.tasks.train=[miniwob:click-test]",
         f"asyncweb.tasks.miniwob_instances={INSTANCES}",
         "asyncweb.rollout_mode=sync",
+        f"trainer.n_gpus_per_node={TRAINER_RANKS}",
+        "data.train_batch_size=1",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "actor_rollout_ref.rollout.n=3",
         f"trainer.total_training_steps={STEPS}",
         "trainer.save_freq=1",
         recipe="laptop_learning",
@@ -109,6 +118,13 @@ def test_every_step_learns_from_a_real_signal_and_the_rollout_agrees_with_the_tr
         assert data["asyncweb/policy_lag/max"] == 0
     successes = [data["asyncweb/success_rate"] for data in steps.values()]
     assert all(0 < rate < 1 for rate in successes[:1]), "the warm start gives mixed outcomes"
+    assert sum(data["asyncweb/screenshots/padding_samples"] for data in steps.values()) > 0, "no batch was padded"
+
+
+def test_two_trainer_ranks_save_sharded_checkpoints(learning_run):
+    run_dir, _, _ = learning_run
+    shards = sorted(p.name for p in (run_dir / f"global_step_{STEPS}" / "actor").glob("model_world_size_*_rank_*.pt"))
+    assert shards == [f"model_world_size_{TRAINER_RANKS}_rank_{rank}.pt" for rank in range(TRAINER_RANKS)]
 
 
 def test_the_update_changes_the_weights_and_makes_rewarded_responses_more_likely(learning_run):

@@ -189,3 +189,37 @@ def test_gpu_recipe_sizes_agree(recipe):
 def test_more_agent_workers_than_prompts_per_dispatch_is_refused():
     with pytest.raises(SetupError, match="num_workers=32 exceeds the 16 prompts of each dispatch"):
         load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES, "actor_rollout_ref.rollout.agent.num_workers=32"])
+
+
+# What the README's recipe table says distinguishes each recipe:
+# (rollout mode, estimator, step normalizer, k, policy loss, dynamic sampling).
+RECIPE_TABLE = {
+    "cpu_smoke": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "miniwob_async_grpo_const": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "miniwob_async_grpo_traj": ("async", "multistep_grpo", "traj", 10, "decoupled_ppo", False),
+    "miniwob_sync_reinforce": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
+    "miniwob_raftpp": ("async", "raftpp", "const", 10, "decoupled_ppo", False),
+    "laptop_learning": ("async", "multistep_grpo", "const", 1, "decoupled_ppo", True),
+    "webgym_qwen3vl8b_async": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", True),
+    "webgym_qwen3vl8b_sync": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
+}
+
+
+def test_the_recipe_table_covers_every_recipe():
+    assert sorted(RECIPE_TABLE) == sorted(available_recipes())
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPE_TABLE))
+def test_each_recipe_has_its_distinguishing_settings(recipe):
+    cfg, asyncweb = load_config([f"recipe={recipe}", *required_values(recipe)])
+    algo = asyncweb.algo
+    settings = (
+        asyncweb.rollout_mode,
+        algo.estimator,
+        algo.step_norm,
+        algo.k,
+        cfg.actor_rollout_ref.actor.policy_loss.loss_mode,
+        cfg.algorithm.filter_groups.enable if "filter_groups" in cfg.algorithm else False,
+    )
+    assert settings == RECIPE_TABLE[recipe]
+    assert cfg.algorithm.adv_estimator == algo.estimator  # verl's estimator is the one asyncweb configures

@@ -1,11 +1,12 @@
-"""Small Qwen2.5-VL models built offline: deterministic byte-level BPE tokenizer, random weights, Qwen-VL processor.
+"""Small Qwen-VL models built offline: deterministic byte-level BPE tokenizer, random weights, Qwen-VL processor.
 
 They stand in for a real checkpoint on machines without a GPU or a model hub (CI, laptops). Nothing is downloaded:
 the tokenizer is trained from ``corpus/web_agent_corpus.txt`` shipped in this package, the weights are drawn
-from a fixed seed. Two sizes (:data:`MODEL_SIZES`): ``tiny`` (hidden 64, 2 layers: the pipeline's smoke model)
-and ``small`` (hidden 256, 4 layers, a wider vision tower: large enough to learn MiniWoB++ tasks from
-demonstrations and RL on a CPU). ``python -m verl_asyncweb.backends.tiny_model [DIR] [--size small]`` builds one
-and prints the path.
+from a fixed seed. Sizes (:data:`MODEL_SIZES`): ``tiny`` (Qwen2.5-VL, hidden 64, 2 layers: the pipeline's smoke
+model), ``small`` (hidden 256, 4 layers, a wider vision tower: large enough to learn MiniWoB++ tasks from
+demonstrations and RL on a CPU) and ``qwen3-tiny`` (the GPU recipes' family, Qwen3-VL: 16-pixel patches, deepstack
+visual features, interleaved mrope; hidden 64, 2 layers). ``python -m verl_asyncweb.backends.tiny_model [DIR]
+[--size small]`` builds one and prints the path.
 """
 
 import argparse
@@ -77,6 +78,7 @@ class TinyModelSpec:
     min_pixels: int = 4 * 28 * 28
     max_position_embeddings: int = 32768
     seed: int = 0
+    family: str = "qwen2_5_vl"
 
     def fingerprint(self) -> str:
         corpus = resources.files(__package__).joinpath("corpus", CORPUS_FILE).read_bytes()
@@ -95,8 +97,13 @@ MODEL_SIZES = {
         vision_hidden_size=64,
         vision_intermediate_size=128,
     ),
+    # Qwen3-VL merges 2x2 patches of 16 pixels: the same pixel budget in 32-pixel tokens.
+    "qwen3-tiny": TinyModelSpec(family="qwen3_vl", max_pixels=256 * 32 * 32, min_pixels=4 * 32 * 32),
 }
 """Named model sizes; every size shares the tokenizer and processor settings."""
+
+
+FAMILY_DIR_NAMES = {"qwen2_5_vl": "qwen2.5-vl", "qwen3_vl": "qwen3-vl"}
 
 
 def model_spec(size: str) -> TinyModelSpec:
@@ -108,7 +115,8 @@ def model_spec(size: str) -> TinyModelSpec:
 
 def default_model_dir(size: str = "tiny") -> Path:
     """Where :func:`build_tiny_model` puts a named size in the cache (its name carries the spec's fingerprint)."""
-    return DEFAULT_CACHE_DIR / f"{size}-qwen2.5-vl-{model_spec(size).fingerprint()}"
+    spec = model_spec(size)
+    return DEFAULT_CACHE_DIR / f"{size}-{FAMILY_DIR_NAMES[spec.family]}-{spec.fingerprint()}"
 
 
 def train_tokenizer(spec: TinyModelSpec):
@@ -133,7 +141,7 @@ def train_tokenizer(spec: TinyModelSpec):
 def build_tiny_model(
     output_dir: str | Path | None = None, spec: TinyModelSpec | None = None, force: bool = False, size: str = "tiny"
 ) -> Path:
-    """Write tokenizer, processor and randomly initialised weights of a small Qwen2.5-VL to ``output_dir``.
+    """Write tokenizer, processor and randomly initialised weights of a small Qwen-VL to ``output_dir``.
 
     Args:
         output_dir: target folder; defaults to ``$VERL_ASYNCWEB_CACHE/<size>-qwen2.5-vl-<fingerprint>``.
@@ -143,7 +151,7 @@ def build_tiny_model(
 
     Returns:
         The folder, loadable with ``AutoProcessor.from_pretrained`` and
-        ``Qwen2_5_VLForConditionalGeneration.from_pretrained``.
+        ``AutoModelForImageTextToText.from_pretrained``.
     """
     spec = spec or model_spec(size)
     output_dir = Path(output_dir) if output_dir else default_model_dir(size)
@@ -154,12 +162,12 @@ def build_tiny_model(
     _write_processor(output_dir, spec)
     _write_weights(output_dir, spec)
     marker.write_text(spec.fingerprint() + "\n")
-    logger.info("built %s Qwen2.5-VL at %s", size, output_dir)
+    logger.info("built %s %s at %s", size, spec.family, output_dir)
     return output_dir
 
 
 def _write_processor(output_dir: Path, spec: TinyModelSpec) -> None:
-    from transformers import PreTrainedTokenizerFast, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    from transformers import PreTrainedTokenizerFast, Qwen2VLImageProcessor
 
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=train_tokenizer(spec),
@@ -171,9 +179,22 @@ def _write_processor(output_dir: Path, spec: TinyModelSpec) -> None:
         chat_template=CHAT_TEMPLATE,
         extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
     )
-    image_processor = Qwen2VLImageProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
-    video_processor = Qwen2VLVideoProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
-    processor = Qwen2_5_VLProcessor(
+    if spec.family == "qwen3_vl":
+        from transformers import Qwen3VLProcessor
+        from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+        size = {"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels}
+        patches = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2}
+        image_processor = Qwen2VLImageProcessor(size=size, image_mean=[0.5] * 3, image_std=[0.5] * 3, **patches)
+        video_processor = Qwen3VLVideoProcessor(size=size, **patches)
+        processor_cls = Qwen3VLProcessor
+    else:
+        from transformers import Qwen2_5_VLProcessor, Qwen2VLVideoProcessor
+
+        image_processor = Qwen2VLImageProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
+        video_processor = Qwen2VLVideoProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
+        processor_cls = Qwen2_5_VLProcessor
+    processor = processor_cls(
         image_processor=image_processor,
         tokenizer=tokenizer,
         video_processor=video_processor,
@@ -184,7 +205,7 @@ def _write_processor(output_dir: Path, spec: TinyModelSpec) -> None:
 
 def _write_weights(output_dir: Path, spec: TinyModelSpec) -> None:
     import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers import AutoTokenizer, GenerationConfig
 
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     head_dim = spec.hidden_size // spec.num_attention_heads
@@ -192,37 +213,58 @@ def _write_weights(output_dir: Path, spec: TinyModelSpec) -> None:
     half = head_dim // 2
     mrope_section = [half - 2 * (half // 3), half // 3, half // 3]
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
-    config = Qwen2_5_VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": spec.hidden_size,
-            "intermediate_size": spec.intermediate_size,
-            "num_hidden_layers": spec.num_hidden_layers,
-            "num_attention_heads": spec.num_attention_heads,
-            "num_key_value_heads": spec.num_key_value_heads,
-            "max_position_embeddings": spec.max_position_embeddings,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope_section},
-            "bos_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"],
-            "pad_token_id": ids["<|endoftext|>"],
-            "tie_word_embeddings": True,
-        },
-        vision_config={
-            "depth": spec.vision_depth,
-            "hidden_size": spec.vision_hidden_size,
-            "intermediate_size": spec.vision_intermediate_size,
-            "num_heads": spec.vision_num_heads,
-            "out_hidden_size": spec.hidden_size,
-            "fullatt_block_indexes": [spec.vision_depth - 1],
-        },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=True,
-    )
+    text_config = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": spec.num_hidden_layers,
+        "num_attention_heads": spec.num_attention_heads,
+        "num_key_value_heads": spec.num_key_value_heads,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "pad_token_id": ids["<|endoftext|>"],
+    }
+    vision_config = {
+        "depth": spec.vision_depth,
+        "hidden_size": spec.vision_hidden_size,
+        "intermediate_size": spec.vision_intermediate_size,
+        "num_heads": spec.vision_num_heads,
+        "out_hidden_size": spec.hidden_size,
+    }
+    vision_tokens = {
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+    }
+    if spec.family == "qwen3_vl":
+        from transformers import Qwen3VLConfig as config_cls
+        from transformers import Qwen3VLForConditionalGeneration as model_cls
+
+        text_config.update(
+            head_dim=head_dim,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 5000000.0,
+                "mrope_section": mrope_section,
+                "mrope_interleaved": True,
+            },
+        )
+        # A square grid of learned position embeddings (interpolated to each image) and one deepstack layer.
+        vision_config.update(num_position_embeddings=64, deepstack_visual_indexes=[0])
+    else:
+        from transformers import Qwen2_5_VLConfig as config_cls
+        from transformers import Qwen2_5_VLForConditionalGeneration as model_cls
+
+        text_config.update(
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope_section},
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            tie_word_embeddings=True,
+        )
+        vision_config.update(fullatt_block_indexes=[spec.vision_depth - 1])
+    config = config_cls(text_config=text_config, vision_config=vision_config, tie_word_embeddings=True, **vision_tokens)
     torch.manual_seed(spec.seed)
-    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32)
+    model = model_cls(config).to(torch.float32)
     model.generation_config = GenerationConfig(
         eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], do_sample=True
     )

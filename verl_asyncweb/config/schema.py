@@ -60,7 +60,9 @@ class AsyncWebConfig(BaseConfig):
         recipe: Name of the recipe that produced this config (set by ``verl_asyncweb.main``).
         platform: ``cpu`` selects this plugin's CPU backend in every process; ``auto`` keeps verl's own
             accelerator detection (cuda, npu).
-        build_tiny_model: Build the offline tiny Qwen2.5-VL and use it as ``actor_rollout_ref.model.path``.
+        build_tiny_model: Build an offline tiny Qwen-VL and use it as ``actor_rollout_ref.model.path``.
+        tiny_model_size: Which one (:data:`~verl_asyncweb.backends.tiny_model.MODEL_SIZES`): ``tiny``
+            (Qwen2.5-VL), ``small``, or ``qwen3-tiny`` (the GPU recipes' Qwen3-VL family).
         rollout_mode: ``async`` overlaps rollout with training (the paper); ``sync`` pauses generation from the
             moment a batch is sampled until the new weights are synced (WebGym's synchronous baseline).
         staleness: The staleness bound eta: the most weight versions a trained trajectory may lag the policy it
@@ -77,6 +79,7 @@ class AsyncWebConfig(BaseConfig):
     recipe: str = ""
     platform: str = "cpu"
     build_tiny_model: bool = False
+    tiny_model_size: str = "tiny"
     rollout_mode: str = "async"
     staleness: int = 2
     algo: AsyncWebAlgoConfig = field(default_factory=AsyncWebAlgoConfig)
@@ -91,6 +94,12 @@ class AsyncWebConfig(BaseConfig):
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"asyncweb.rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
         check_int("asyncweb.staleness", self.staleness, 0)
+        from verl_asyncweb.backends.tiny_model import MODEL_SIZES
+
+        if self.tiny_model_size not in MODEL_SIZES:
+            raise ValueError(
+                f"asyncweb.tiny_model_size must be one of {list(MODEL_SIZES)}, got {self.tiny_model_size!r}"
+            )
         if self.agent.shows_elements:
             # The prompt shows the element list, so the pool collects it: one switch, not two that must agree.
             object.__setattr__(self, "env", replace(self.env, accessibility_text=True))

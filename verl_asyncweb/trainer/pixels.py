@@ -33,6 +33,7 @@ class PixelStats:
     images: int = 0
     image_bytes: int = 0
     dropped_samples: int = 0
+    padding_samples: int = 0
     rollout_image_payload_bytes: int = 0
 
     def metrics(self) -> dict[str, float]:
@@ -41,6 +42,7 @@ class PixelStats:
             "asyncweb/screenshots/images_per_step": float(self.images),
             "asyncweb/screenshots/bytes_fetched": float(self.image_bytes),
             "asyncweb/screenshots/dropped_samples": float(self.dropped_samples),
+            "asyncweb/screenshots/padding_samples": float(self.padding_samples),
             "asyncweb/screenshots/rollout_payload_bytes_per_traj": per_traj,
         }
 
@@ -114,6 +116,7 @@ def attach_pixel_values(batch: KVBatchMeta, processor, client, mm_kwargs: dict |
             # included, but carry a text-only prompt: they must get no images.
             inputs.append({})
             masks.append(mask)
+            stats.padding_samples += 1
             continue
         keys = extra.get(SCREENSHOT_KEYS_FIELD) or []
         grid = torch.tensor(extra[IMAGE_GRID_FIELD], dtype=torch.long)
