@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # verl first: importing verl loads this plugin; starting from one of our modules that imports verl would make
@@ -19,7 +20,13 @@ from pathlib import Path
 import verl  # noqa: F401, I001
 from omegaconf import DictConfig, OmegaConf
 
-from verl_asyncweb.recipes_registry import DEFAULT_RECIPE, RecipeError, available_recipes, compose_recipe
+from verl_asyncweb.recipes_registry import (
+    DEFAULT_RECIPE,
+    RECIPE_PATH_ENV,
+    RecipeError,
+    available_recipes,
+    compose_recipe,
+)
 from verl_asyncweb.run_folder import RUN_DIR_ENV, RunFolder
 
 logger = logging.getLogger("verl_asyncweb.main")
@@ -29,61 +36,103 @@ MODEL_PATH_KEY = "actor_rollout_ref.model.path"
 REQUIRED_KEYS = (MODEL_PATH_KEY, "data.train_files", "data.val_files")
 # verl counts the weight versions a trajectory spans; derived from asyncweb.staleness (eta) as eta + 1.
 STALENESS_THRESHOLD_KEY = "trainer.v1.sampler.max_off_policy_threshold"
-USAGE = "usage: python -m verl_asyncweb.main [recipe=NAME] [key=value ...]   (recipes: {recipes})"
 
 
 class SetupError(RuntimeError):
     """A problem found before any worker starts; the message says what to change."""
 
 
-def split_argv(argv: list[str]) -> tuple[str, list[str]]:
-    """``recipe=NAME`` (default cpu_smoke) and the remaining Hydra overrides."""
-    recipe, overrides = DEFAULT_RECIPE, []
-    for arg in argv:
-        if arg.startswith("recipe="):
-            recipe = arg.split("=", 1)[1]
-        elif "=" not in arg:
-            raise SetupError(f"arguments must be key=value overrides, got {arg!r}")
+@dataclass
+class Invocation:
+    """The command line: a recipe, Hydra overrides and the flags verl users know from Hydra."""
+
+    recipe: str = DEFAULT_RECIPE
+    overrides: list[str] = field(default_factory=list)
+    recipe_dirs: list[str] = field(default_factory=list)
+    print_config: bool = False
+    resolve: bool = False
+    help: bool = False
+
+
+def parse_argv(argv: list[str]) -> Invocation:
+    """``recipe=NAME|FILE``, ``key=value`` overrides, ``--recipe-dir DIR``, ``--cfg job``, ``--resolve``, ``--help``."""
+    invocation, args = Invocation(), list(argv)
+    while args:
+        arg = args.pop(0)
+        flag, _, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if arg in ("-h", "--help"):
+            invocation.help = True
+        elif flag in ("--recipe-dir", "--cfg"):
+            value = inline or (args.pop(0) if args else "")
+            if not value:
+                raise SetupError(f"{flag} needs a value")
+            if flag == "--cfg" and value != "job":
+                raise SetupError(f"--cfg {value} is not supported: --cfg job prints the config a run would use")
+            if flag == "--cfg":
+                invocation.print_config = True
+            else:
+                invocation.recipe_dirs.append(value)
+        elif arg == "--resolve":
+            invocation.resolve = True
+        elif arg in ("-m", "--multirun"):
+            raise SetupError(
+                "multirun is not supported here: run variants with python -m verl_asyncweb.compare --sweep "
+                "(one run folder per variant, then a comparison table)"
+            )
+        elif arg.startswith("-"):
+            raise SetupError(f"unknown option {arg!r}; options: --cfg job, --resolve, --recipe-dir DIR, --help")
+        elif arg.startswith("recipe="):
+            invocation.recipe = arg.split("=", 1)[1]
+        elif "=" in arg:
+            invocation.overrides.append(arg)
         else:
-            overrides.append(arg)
-    return recipe, overrides
+            raise SetupError(f"arguments must be key=value overrides, got {arg!r}")
+    return invocation
 
 
-def load_config(argv: list[str]):
-    """Compose and validate; returns (config, typed asyncweb config). Raises SetupError or RecipeError."""
+def load_config(argv: list[str], allow_missing: bool = False):
+    """Compose and validate; returns (config, typed asyncweb config). Raises SetupError or RecipeError.
+
+    With ``allow_missing`` (``--cfg job``) a recipe whose ``asyncweb`` values are still ``???`` composes with
+    them visible and the typed config is ``None``; derived keys are filled in either way.
+    """
     from verl_asyncweb.algo.verl_keys import check_verl_config
     from verl_asyncweb.config.schema import AsyncWebConfig
 
-    recipe, overrides = split_argv(argv)
-    cfg = compose_recipe(recipe, overrides)
+    invocation = parse_argv(argv)
+    cfg = compose_recipe(invocation.recipe, invocation.overrides, invocation.recipe_dirs)
+    recipe = cfg.asyncweb.recipe
     missing = sorted(OmegaConf.missing_keys(cfg.asyncweb))
-    if missing:
+    if missing and not allow_missing:
         raise SetupError(f"recipe {recipe!r} needs values for {missing}: pass them as key=value overrides")
-    try:
-        asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
-        check_verl_config(cfg, asyncweb.algo)
-    except (TypeError, ValueError) as exc:
-        raise SetupError(str(exc)) from exc
-    apply_staleness(cfg, asyncweb.staleness, overrides)
+    asyncweb = None
+    if not missing:
+        try:
+            asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
+            check_verl_config(cfg, asyncweb.algo)
+        except (TypeError, ValueError) as exc:
+            raise SetupError(str(exc)) from exc
+    apply_staleness(cfg, cfg.asyncweb.staleness, invocation.overrides)
     check_micro_batches(cfg)
     check_agent_workers(cfg)
-    if resolve_screenshot_budget(cfg, asyncweb):
+    if resolve_screenshot_budget(cfg) and asyncweb is not None:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     return cfg, asyncweb
 
 
-def resolve_screenshot_budget(cfg: DictConfig, asyncweb) -> bool:
+def resolve_screenshot_budget(cfg: DictConfig) -> bool:
     """Derive the screenshot store's budget from the recipe, or refuse one too small; True when it was derived."""
     from verl_asyncweb.agent.store_budget import BUDGET_KEY, store_need
 
+    node = cfg.asyncweb
     need = store_need(
-        staleness=asyncweb.staleness,
+        staleness=node.staleness,
         prompts_per_step=cfg.data.train_batch_size,
         samples_per_prompt=cfg.actor_rollout_ref.rollout.n,
-        max_steps=asyncweb.agent.max_steps,
-        viewport=(asyncweb.env.viewport_width, asyncweb.env.viewport_height),
+        max_steps=node.agent.max_steps,
+        viewport=(node.env.viewport_width, node.env.viewport_height),
     )
-    budget = asyncweb.agent.screenshot_store_budget_bytes
+    budget = node.agent.screenshot_store_budget_bytes
     if budget is None:
         OmegaConf.update(cfg, BUDGET_KEY, need.budget_bytes)
         logger.info("screenshot store budget: %s", need.describe())
@@ -289,13 +338,43 @@ def run(argv: list[str]) -> dict:
     return run_folder.write_summary(started_at, {"recipe": asyncweb.recipe, "metrics_file": metrics_path.name})
 
 
+def usage(recipe_dirs: list[str]) -> str:
+    """``--help``: the command line and every recipe with its one-line description and hardware."""
+    from verl_asyncweb.recipes_registry import recipe_files, recipe_summary
+
+    files = recipe_files(recipe_dirs)
+    lines = [
+        "usage: python -m verl_asyncweb.main [recipe=NAME|FILE.yaml] [key=value ...] [--recipe-dir DIR] "
+        "[--cfg job [--resolve]]",
+        "",
+        "  recipe=NAME      a recipe of the package or of a recipe folder (default cpu_smoke); recipe=FILE.yaml",
+        f"  --recipe-dir DIR a folder of your recipes (repeatable; also ${RECIPE_PATH_ENV}, {os.pathsep}-separated)",
+        "  --cfg job        print the composed config as it would run (derived keys included) and start nothing",
+        "  --resolve        with --cfg job: resolve interpolations",
+        "  variants of a recipe: python -m verl_asyncweb.compare --sweep",
+        "",
+        "recipes:",
+    ]
+    for name in available_recipes(recipe_dirs):
+        what, hardware = recipe_summary(files[name])
+        lines.append(f"  {name}: {what}")
+        if hardware:
+            lines.append(f"  {' ' * len(name)}  hardware: {hardware}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("-h", "--help"):
-        print(USAGE.format(recipes=", ".join(available_recipes())))
-        return 0
     try:
+        invocation = parse_argv(argv)
+        if invocation.help:
+            print(usage(invocation.recipe_dirs))
+            return 0
+        if invocation.print_config:
+            cfg, _ = load_config(argv, allow_missing=True)
+            print(OmegaConf.to_yaml(cfg, resolve=invocation.resolve))
+            return 0
         summary = run(argv)
     except (RecipeError, SetupError) as exc:
         print(f"verl_asyncweb: {exc}", file=sys.stderr)

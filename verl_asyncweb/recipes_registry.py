@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -9,8 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 
 DEFAULT_RECIPE = "cpu_smoke"
 # verl's packaged trainer config and our `asyncweb` defaults, so that recipes (and their shared bases) can
-# name `ppo_trainer` and `asyncweb: default` in their defaults lists.
-SEARCH_PATH_OVERRIDE = "hydra.searchpath=[pkg://verl.trainer.config,pkg://verl_asyncweb.config]"
+# name `ppo_trainer` and `asyncweb: default` in their defaults lists; user recipe folders are appended.
+SEARCH_PATH = ("pkg://verl.trainer.config", "pkg://verl_asyncweb.config")
+RECIPE_PATH_ENV = "VERL_ASYNCWEB_RECIPE_PATH"
 
 
 class RecipeError(ValueError):
@@ -22,27 +26,93 @@ def recipes_dir() -> Path:
     return Path(str(resources.files("verl_asyncweb").joinpath("recipes")))
 
 
-def available_recipes() -> list[str]:
-    """Recipe names: every ``recipes/*.yaml`` except shared bases, whose names start with ``_``."""
-    return sorted(path.stem for path in recipes_dir().glob("*.yaml") if not path.stem.startswith("_"))
+def user_recipe_dirs(extra_dirs: Sequence[str | Path] = ()) -> list[Path]:
+    """The user's recipe folders: ``$VERL_ASYNCWEB_RECIPE_PATH`` (``os.pathsep``-separated), then ``extra_dirs``."""
+    from_env = [entry for entry in os.environ.get(RECIPE_PATH_ENV, "").split(os.pathsep) if entry.strip()]
+    dirs = [Path(entry).expanduser().resolve() for entry in [*from_env, *extra_dirs]]
+    for path in dirs:
+        if not path.is_dir():
+            raise RecipeError(f"recipe folder {path} does not exist (from {RECIPE_PATH_ENV} or --recipe-dir)")
+    return list(dict.fromkeys(dirs))
 
 
-def compose_recipe(name: str, overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
-    """Compose recipe ``name`` with Hydra-style ``overrides`` into one config (verl's keys plus ``asyncweb``).
+def recipe_files(extra_dirs: Sequence[str | Path] = ()) -> dict[str, Path]:
+    """Every recipe and shared base by name, packaged first; a user file that reuses a name is an error."""
+    found: dict[str, Path] = {}
+    for folder in [recipes_dir(), *user_recipe_dirs(extra_dirs)]:
+        for path in sorted(folder.glob("*.yaml")):
+            if path.stem in found and found[path.stem].resolve() != path.resolve():
+                raise RecipeError(
+                    f"recipe {path.stem!r} is defined twice: {found[path.stem]} and {path}; rename one "
+                    "(a user recipe may not shadow another)"
+                )
+            found[path.stem] = path
+    return found
+
+
+def available_recipes(extra_dirs: Sequence[str | Path] = ()) -> list[str]:
+    """Recipe names: every ``*.yaml`` of the recipe folders except shared bases, whose names start with ``_``."""
+    return sorted(name for name in recipe_files(extra_dirs) if not name.startswith("_"))
+
+
+def recipe_summary(path: Path) -> tuple[str, str]:
+    """(what, hardware) from a recipe's header comment: the first sentence after ``NAME:`` (continuation lines
+    included) and the ``Hardware:`` line."""
+    header = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line[1:])
+    what, hardware = [], ""
+    for index, line in enumerate(header):
+        text = line.strip()
+        if text.startswith(f"{path.stem}:"):
+            what = [text.split(":", 1)[1].strip()]
+            what += [more.strip() for more in itertools.takewhile(lambda x: x.startswith("   "), header[index + 1 :])]
+        elif text.startswith("Hardware:"):
+            hardware = text.split(":", 1)[1].strip()
+    sentence = " ".join(what)
+    return (sentence.split(". ")[0].rstrip(".") + "." if sentence else ""), hardware
+
+
+def resolve_recipe(name: str, extra_dirs: Sequence[str | Path] = ()) -> tuple[str, list[Path]]:
+    """``recipe=NAME`` or ``recipe=path/to/file.yaml`` -> (name, the user folders to search)."""
+    if name.endswith((".yaml", ".yml")):
+        path = Path(name).expanduser().resolve()
+        if not path.is_file():
+            raise RecipeError(f"recipe file {path} does not exist")
+        return path.stem, user_recipe_dirs([*extra_dirs, path.parent])
+    return name, user_recipe_dirs(extra_dirs)
+
+
+def compose_recipe(
+    name: str, overrides: list[str] | tuple[str, ...] = (), extra_dirs: Sequence[str | Path] = ()
+) -> DictConfig:
+    """Compose recipe ``name`` (or a recipe file) with Hydra-style ``overrides`` into one config (verl's keys plus
+    ``asyncweb``). User recipes may name ``_cpu_base``/``_gpu_base``, ``ppo_trainer`` and ``asyncweb: default``.
 
     Raises:
-        RecipeError: unknown recipe, unknown config key, or a malformed override.
+        RecipeError: unknown recipe, a shadowing user recipe, unknown config key, or a malformed override.
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    names = available_recipes()
+    name, user_dirs = resolve_recipe(name, extra_dirs)
+    files = recipe_files(user_dirs)
+    names = sorted(recipe for recipe in files if not recipe.startswith("_"))
     if name not in names:
-        raise RecipeError(f"recipe must be one of {names}, got {name!r}; add recipes/{name}.yaml to create it")
+        raise RecipeError(
+            f"recipe must be one of {names}, got {name!r}; add {name}.yaml to a recipe folder "
+            f"(--recipe-dir DIR or {RECIPE_PATH_ENV}) or pass recipe=path/to/{name}.yaml"
+        )
+    # Hydra finds the primary config only in the config dir: the recipe's own folder; every recipe folder is on the
+    # search path for the shared bases and recipes named in defaults lists.
+    folders = [recipes_dir(), *user_dirs]
+    searchpath = [*SEARCH_PATH, *(f"file://{folder}" for folder in folders)]
     try:
-        with initialize_config_dir(config_dir=str(recipes_dir()), version_base=None):
-            cfg = compose(config_name=name, overrides=[SEARCH_PATH_OVERRIDE, *overrides])
+        with initialize_config_dir(config_dir=str(files[name].parent.resolve()), version_base=None):
+            cfg = compose(config_name=name, overrides=[f"hydra.searchpath=[{','.join(searchpath)}]", *overrides])
     except (HydraException, OmegaConfBaseException) as exc:
         raise RecipeError(
             f"recipe {name!r} with overrides {list(overrides)} does not compose: {_first_lines(exc)}"
