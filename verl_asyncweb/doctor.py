@@ -112,6 +112,39 @@ def environment_checks() -> list[Check]:
     return checks
 
 
+GPU_STACK = {"torch": "2.11.0", "vllm": "0.24.0", "transformers": "5.9.0"}
+"""What verl[vllm]==0.9.1 pins; another version may work but is not what the GPU recipes were composed against."""
+
+
+def gpu_checks() -> list[Check]:
+    """What a GPU machine needs for the GPU recipes: CUDA devices, vLLM, flash-attn, cupy (NCCL weight sync)."""
+    import importlib.metadata
+
+    import torch
+
+    devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    checks = [
+        Check(
+            "CUDA devices",
+            devices > 0,
+            f"{devices} visible" if devices else f"torch {torch.__version__} sees no CUDA device",
+            "run on a GPU node with an NVIDIA driver and a CUDA build of torch",
+        )
+    ]
+    fix = 'pip install "verl_asyncweb[gpu]"'
+    for package in ("vllm", "flash-attn", "cupy-cuda13x", "torch", "transformers"):
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            checks.append(Check(f"{package} (GPU stack)", False, "not installed", fix))
+            continue
+        wanted = GPU_STACK.get(package)
+        ok = wanted is None or version == wanted
+        detail = version if ok else f"{version}, verl[vllm]==0.9.1 pins {wanted}"
+        checks.append(Check(f"{package} (GPU stack)", ok, detail, fix))
+    return checks
+
+
 def _installed_fonts() -> list[str]:
     if shutil.which("fc-list") is None:
         return []
@@ -183,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = args.platform == "cpu"
     if cpu:
         os.environ.setdefault("VERL_PLATFORM", "cpu")
-    checks = registration_checks(cpu) + environment_checks()
+    checks = registration_checks(cpu) + environment_checks() + ([] if cpu else gpu_checks())
     if not args.no_ray:
         import ray
 

@@ -77,3 +77,17 @@ def test_plugin_loads_whichever_of_our_modules_a_process_imports_first(first_imp
     env = {**os.environ, "VERL_PLATFORM": "cpu"}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert out.stdout.strip().splitlines()[-1] == "True", out.stderr[-2000:]
+
+
+def test_doctor_for_a_gpu_platform_reports_what_this_machine_lacks():
+    doctor = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.doctor", "--no-ray", "--platform", "auto"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert doctor.returncode == 1
+    assert "[FAIL] CUDA devices: torch 2.14.1" in doctor.stdout and "sees no CUDA device" in doctor.stdout
+    assert "[FAIL] vllm (GPU stack): not installed" in doctor.stdout
+    assert "[FAIL] torch (GPU stack): 2.14.1, verl[vllm]==0.9.1 pins 2.11.0" in doctor.stdout
+    assert 'fix: pip install "verl_asyncweb[gpu]"' in doctor.stdout
