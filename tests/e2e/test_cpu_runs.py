@@ -100,14 +100,17 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
 
     every = {**first, **resumed}
     for data in every.values():
-        assert data["asyncweb/trajectories"] >= 0
         assert data["asyncweb/policy_lag/max"] <= ETA
         assert "actor/pg_loss" in data and "actor/naive_clip_rate" in data
     assert any(d["asyncweb/policy_lag/max"] > 0 for d in every.values()), "samples older than the update are used"
-    overlap = [d.get("asyncweb/overlap/generation_during_update_s", 0.0) for d in every.values()]
+    overlap = [d["asyncweb/overlap/generation_during_update_s"] for d in every.values()]
     assert max(overlap) > 0, "rollout generates while the actor updates"
     episodes = (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in episodes if line]
+    # Every finished episode a logged step counted is in the episode log (the log may hold a few more: episodes
+    # drained by the killed attempt after its last logged step).
+    counted = sum(d["asyncweb/trajectories"] for d in every.values())
+    assert 0 < counted <= len(records), (counted, len(records))
     assert records and all(len(r["steps"]) >= 1 for r in records if not r["env_failed"])
     assert any(r["env_failed"] for r in records), "the Chromium kill shows up in the episode log"
     # Screenshots by reference: what reaches the trainer from rollout is keys and grids, not images.
@@ -132,7 +135,7 @@ def test_sync_run_of_the_same_recipe(sync_run):
     steps = read_steps(run_dir / "metrics.jsonl")
     assert sorted(steps) == [1, 2]
     for data in steps.values():
-        assert data.get("asyncweb/overlap/generation_during_update_s", 0.0) == 0.0
+        assert data["asyncweb/overlap/generation_during_update_s"] == 0.0
         assert data["asyncweb/policy_lag/max"] == 0, "sync: every sample comes from the weights being trained"
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
 
