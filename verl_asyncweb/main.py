@@ -114,6 +114,7 @@ def load_config(argv: list[str], allow_missing: bool = False):
             raise SetupError(str(exc)) from exc
     apply_staleness(cfg, cfg.asyncweb.staleness, invocation.overrides)
     check_micro_batches(cfg)
+    check_data_parallel(cfg)
     check_agent_workers(cfg)
     if resolve_screenshot_budget(cfg) and asyncweb is not None:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
@@ -207,6 +208,21 @@ def check_micro_batches(cfg: DictConfig) -> None:
         raise SetupError(
             f"{', '.join(wrong)} must divide ppo_mini_batch_size * rollout.n = {mini_batch} step-samples; "
             "pick a divisor or set use_dynamic_bsz (micro-batches by token budget)"
+        )
+
+
+def check_data_parallel(cfg: DictConfig) -> None:
+    """A PPO mini-batch must split evenly over the trainer's data-parallel ranks, or verl's actor update asserts
+    (``Got mini_batch_size=3 and self.engine.get_data_parallel_size()=2``) after the first rollouts."""
+    trainer, actor = cfg.trainer, cfg.actor_rollout_ref.actor
+    sequence_parallel = int(actor.get("ulysses_sequence_parallel_size", 1) or 1)
+    data_parallel = trainer.nnodes * trainer.n_gpus_per_node // sequence_parallel
+    mini_batch = actor.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n
+    if mini_batch % data_parallel:
+        raise SetupError(
+            f"actor_rollout_ref.actor.ppo_mini_batch_size * rollout.n = {mini_batch} trajectories per mini-batch "
+            f"must be divisible by the {data_parallel} data-parallel trainer ranks (trainer.nnodes x "
+            "trainer.n_gpus_per_node / ulysses_sequence_parallel_size)"
         )
 
 

@@ -98,3 +98,20 @@ def test_the_cpu_platform_is_never_auto_detected():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     registered, selected = out.stdout.strip().splitlines()[-1].split()
     assert registered == "True" and selected != "PlatformCPU"
+
+
+def test_a_micro_batch_without_images_runs_through_qwen2_vl(tiny_model_path):
+    # A rank whose micro-batch holds only verl's text-only padding rows: verl's dummy-image branch must run (and
+    # keep the vision tower in the graph) instead of failing on transformers 5's ModelOutput.
+    import verl.models.transformers.qwen2_vl as qwen2_vl
+    from transformers import AutoModelForImageTextToText
+
+    apply_workarounds()
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model_path, dtype=torch.float32)
+    input_ids = torch.tensor([[5, 6, 7, 8]])
+    with pytest.raises(AttributeError, match="has no attribute 'mean'"):
+        _originals["qwen2_vl_text_only_embeds"](model.model, input_ids)
+    embeds, _ = qwen2_vl._get_input_embeds(model.model, input_ids, None, None, None, None, None)
+    assert embeds.shape == (1, 4, model.config.text_config.hidden_size)
+    embeds.sum().backward()
+    assert any(p.grad is not None for p in model.model.visual.parameters()), "the vision tower stays in the graph"

@@ -6,8 +6,8 @@ so the rollout server's log-probs and the trainer's recomputation of them must a
 weight sync. What RL did is read from the weights: the responses it rewarded became more likely.
 
 The trainer has two ranks (FSDP2 over gloo, two processes), as a GPU trainer pool has several: verl balances each
-batch across them, pads it (one task group of three trajectories is three step-samples, padded to an even count)
-with rows that must get no images, saves sharded checkpoints, and syncs the weights from rank 0 of two.
+batch across them, pads it with rows that must get no images (one task group of four trajectories of one or two
+steps, padded to a multiple of four step-samples), saves sharded checkpoints, and syncs the weights from rank 0.
 """
 
 import hashlib
@@ -53,7 +53,7 @@ def learning_run(tmp_path_factory, tiny_model_path) -> tuple[Path, Path, Path]:
         f"trainer.n_gpus_per_node={TRAINER_RANKS}",
         "data.train_batch_size=1",
         "actor_rollout_ref.actor.ppo_mini_batch_size=1",
-        "actor_rollout_ref.rollout.n=3",
+        "asyncweb.agent.max_steps=2",
         f"trainer.total_training_steps={STEPS}",
         "trainer.save_freq=1",
         recipe="laptop_learning",

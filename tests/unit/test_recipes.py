@@ -223,3 +223,15 @@ def test_each_recipe_has_its_distinguishing_settings(recipe):
     )
     assert settings == RECIPE_TABLE[recipe]
     assert cfg.algorithm.adv_estimator == algo.estimator  # verl's estimator is the one asyncweb configures
+
+
+def test_a_mini_batch_that_does_not_split_over_the_trainer_ranks_is_refused():
+    # Found by the two-rank learning run: verl asserted in the first actor update, minutes after start.
+    two_ranks = [
+        "trainer.n_gpus_per_node=2",
+        "data.train_batch_size=1",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+    ]
+    with pytest.raises(SetupError, match="= 3 trajectories per mini-batch must be divisible by the 2 data-parallel"):
+        load_config([*two_ranks, "actor_rollout_ref.rollout.n=3"])
+    load_config([*two_ranks, "actor_rollout_ref.rollout.n=4"])

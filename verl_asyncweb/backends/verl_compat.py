@@ -21,6 +21,11 @@ Every platform:
   position ids, offsets 0, 4, 8, ...); ``maybe_fix_3d_position_ids`` then forces ``_ragged_idx = 2`` on it and
   the next ``unbind`` fails with "split_with_sizes expects split_sizes to sum exactly to L". Such a batch is
   common in GRPO (n samples of one prompt that all stop at the response limit).
+- ``qwen2_vl_text_only_embeds``: for a micro-batch without images, Qwen2/2.5-VL's ``_get_input_embeds`` runs a
+  dummy image through the vision tower (so every FSDP rank runs the same graph) and calls ``.mean()`` on its
+  output, which transformers 5 returns as a ``ModelOutput``: "'BaseModelOutputWithPooling' object has no attribute
+  'mean'". With two or more trainer ranks a rank whose micro-batch holds only verl's text-only padding rows takes
+  that branch (Qwen3-VL's version unpacks the output and is fine).
 """
 
 import inspect
@@ -136,6 +141,34 @@ def _patch_equal_length_3d_position_ids() -> None:
         module.maybe_fix_3d_position_ids = fix_3d_position_ids
 
 
+class _TensorVisualModel:
+    """The model as verl's text-only branch expects it: ``visual(...)`` returns the image embeddings tensor."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+    def visual(self, *args, **kwargs):
+        from verl.utils.transformers_compat import unpack_visual_output
+
+        return unpack_visual_output(self._model.visual(*args, **kwargs))[0]
+
+
+def _patch_qwen2_vl_text_only_embeds() -> None:
+    import verl.models.transformers.qwen2_vl as qwen2_vl
+
+    verl_get_input_embeds = qwen2_vl._get_input_embeds
+
+    def get_input_embeds(model, input_ids, attention_mask=None, pixel_values=None, pixel_values_videos=None, *grids):
+        if pixel_values is None and pixel_values_videos is None:
+            model = _TensorVisualModel(model)
+        return verl_get_input_embeds(model, input_ids, attention_mask, pixel_values, pixel_values_videos, *grids)
+
+    qwen2_vl._get_input_embeds = get_input_embeds
+
+
 WORKAROUNDS = (
     Workaround(
         name="gloo_process_group",
@@ -165,6 +198,14 @@ WORKAROUNDS = (
         attribute="maybe_fix_3d_position_ids",
         expected_source='data["position_ids"]._ragged_idx = 2',
         apply=_patch_equal_length_3d_position_ids,
+        cpu_only=False,
+    ),
+    Workaround(
+        name="qwen2_vl_text_only_embeds",
+        module="verl.models.transformers.qwen2_vl",
+        attribute="_get_input_embeds",
+        expected_source="image_embeds = model.visual(pixel_values, grid_thw=image_grid_thw)\n",
+        apply=_patch_qwen2_vl_text_only_embeds,
         cpu_only=False,
     ),
 )
