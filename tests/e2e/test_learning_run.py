@@ -6,8 +6,8 @@ so the rollout server's log-probs and the trainer's recomputation of them must a
 weight sync. What RL did is read from the weights: the responses it rewarded became more likely.
 
 The trainer has two ranks (FSDP2 over gloo, two processes), as a GPU trainer pool has several: verl balances each
-batch across them, pads it with rows that must get no images (one task group of four trajectories of one or two
-steps, padded to a multiple of four step-samples), saves sharded checkpoints, and syncs the weights from rank 0.
+batch across them, pads it with rows that must get no images (two task groups of four trajectories of one or two
+steps, padded to a multiple of eight step-samples), saves sharded checkpoints, and syncs the weights from rank 0.
 """
 
 import hashlib
@@ -51,8 +51,6 @@ def learning_run(tmp_path_factory, tiny_model_path) -> tuple[Path, Path, Path]:
         f"asyncweb.tasks.miniwob_instances={INSTANCES}",
         "asyncweb.rollout_mode=sync",
         f"trainer.n_gpus_per_node={TRAINER_RANKS}",
-        "data.train_batch_size=1",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
         "asyncweb.agent.max_steps=2",
         f"trainer.total_training_steps={STEPS}",
         "trainer.save_freq=1",
@@ -78,7 +76,8 @@ def _rewarded_first_steps(run_dir: Path) -> list[dict]:
     samples = []
     for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines():
         record = json.loads(line)
-        if not record["success"] or record["steps"][0]["policy_version"] != 0:
+        # One-step successes: the response that was rewarded is the action that solved the task.
+        if not record["success"] or len(record["steps"]) != 1 or record["steps"][0]["policy_version"] != 0:
             continue
         step = record["steps"][0]
         state = EpisodeState(traj_id=record["traj_id"], instruction=record["instruction"])
