@@ -24,7 +24,6 @@ from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
     RECIPE_PATH_ENV,
     RecipeError,
-    available_recipes,
     compose_recipe,
 )
 from verl_asyncweb.run_folder import RUN_DIR_ENV, RunFolder
@@ -162,17 +161,17 @@ def check_gpus(cfg: DictConfig) -> None:
     """Stop at once when the Ray cluster has fewer GPUs than the recipe's pools ask for (verl would wait forever)."""
     import ray
 
-    rollout, trainer = cfg.actor_rollout_ref.rollout, cfg.trainer
-    needed = trainer.nnodes * trainer.n_gpus_per_node
+    pools = {"trainer": cfg.trainer}
     if not cfg.actor_rollout_ref.hybrid_engine:
-        needed += rollout.nnodes * rollout.n_gpus_per_node
+        pools["rollout"] = cfg.actor_rollout_ref.rollout
+    needed = sum(pool.nnodes * pool.n_gpus_per_node for pool in pools.values())
     available = int(ray.cluster_resources().get("GPU", 0))
     if available < needed:
+        split = " + ".join(f"{name} {pool.nnodes}x{pool.n_gpus_per_node}" for name, pool in pools.items())
         raise SetupError(
-            f"recipe {cfg.asyncweb.recipe!r} needs {needed} GPUs (trainer {trainer.nnodes}x{trainer.n_gpus_per_node}"
-            + ("" if cfg.actor_rollout_ref.hybrid_engine else f" + rollout {rollout.nnodes}x{rollout.n_gpus_per_node}")
-            + f") but the Ray cluster has {available}; start it on the GPU nodes (ray start) or shrink "
-            "trainer.nnodes/n_gpus_per_node and actor_rollout_ref.rollout.nnodes/n_gpus_per_node"
+            f"recipe {cfg.asyncweb.recipe!r} needs {needed} GPUs ({split}) but the Ray cluster has {available}; "
+            "start it on the GPU nodes (ray start) or shrink trainer.nnodes/n_gpus_per_node and "
+            "actor_rollout_ref.rollout.nnodes/n_gpus_per_node"
         )
 
 
@@ -356,7 +355,7 @@ def run(argv: list[str]) -> dict:
 
 def usage(recipe_dirs: list[str]) -> str:
     """``--help``: the command line and every recipe with its one-line description and hardware."""
-    from verl_asyncweb.recipes_registry import recipe_files, recipe_summary
+    from verl_asyncweb.recipes_registry import recipe_files, recipe_names, recipe_summary
 
     files = recipe_files(recipe_dirs)
     lines = [
@@ -371,7 +370,7 @@ def usage(recipe_dirs: list[str]) -> str:
         "",
         "recipes:",
     ]
-    for name in available_recipes(recipe_dirs):
+    for name in recipe_names(files):
         what, hardware = recipe_summary(files[name])
         lines.append(f"  {name}: {what}")
         if hardware:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -50,9 +50,14 @@ def recipe_files(extra_dirs: Sequence[str | Path] = ()) -> dict[str, Path]:
     return found
 
 
+def recipe_names(files: Mapping[str, Path]) -> list[str]:
+    """The recipes among :func:`recipe_files`: every name except shared bases, which start with ``_``."""
+    return sorted(name for name in files if not name.startswith("_"))
+
+
 def available_recipes(extra_dirs: Sequence[str | Path] = ()) -> list[str]:
-    """Recipe names: every ``*.yaml`` of the recipe folders except shared bases, whose names start with ``_``."""
-    return sorted(name for name in recipe_files(extra_dirs) if not name.startswith("_"))
+    """Recipe names of the package's and the user's recipe folders."""
+    return recipe_names(recipe_files(extra_dirs))
 
 
 def recipe_summary(path: Path) -> tuple[str, str]:
@@ -77,7 +82,7 @@ def recipe_summary(path: Path) -> tuple[str, str]:
 
 def resolve_recipe(name: str, extra_dirs: Sequence[str | Path] = ()) -> tuple[str, list[Path]]:
     """``recipe=NAME`` or ``recipe=path/to/file.yaml`` -> (name, the user folders to search)."""
-    if name.endswith((".yaml", ".yml")):
+    if name.endswith(".yaml"):  # the recipe folders hold *.yaml only
         path = Path(name).expanduser().resolve()
         if not path.is_file():
             raise RecipeError(f"recipe file {path} does not exist")
@@ -100,7 +105,7 @@ def compose_recipe(
 
     name, user_dirs = resolve_recipe(name, extra_dirs)
     files = recipe_files(user_dirs)
-    names = sorted(recipe for recipe in files if not recipe.startswith("_"))
+    names = recipe_names(files)
     if name not in names:
         raise RecipeError(
             f"recipe must be one of {names}, got {name!r}; add {name}.yaml to a recipe folder "

@@ -18,12 +18,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 from verl_asyncweb.agent.rollout_stats import stats_actor
+from verl_asyncweb.config.build import plain_dict
 
 logger = logging.getLogger(__name__)
 
@@ -158,20 +159,15 @@ def advance_state(state: EpisodeState, step_index: int, parsed, observation, res
     )
 
 
-def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-
-
 def generation_versions(extra_fields: dict[str, Any]) -> tuple[int, int]:
     """Earliest and latest weight version of one generation (a weight update may land in the middle of it).
 
     verl's server client reports ``min_global_steps``/``max_global_steps`` (defaulting both to ``global_steps``);
     the staleness filter and ``asyncweb/policy_lag`` must see the earliest.
     """
-    latest = extra_fields.get("max_global_steps", extra_fields.get("global_steps"))
-    earliest = extra_fields.get("min_global_steps", latest)
-    latest = int(latest or 0)
-    return min(int(earliest if earliest is not None else latest), latest), latest
+    latest = int(extra_fields.get("max_global_steps", extra_fields.get("global_steps")) or 0)
+    earliest = extra_fields.get("min_global_steps")
+    return (latest if earliest is None else min(int(earliest), latest)), latest
 
 
 @register(AGENT_NAME)
@@ -261,7 +257,7 @@ class WebAgentLoop(AgentLoopBase):
             sampling_params={**sampling_params, "max_tokens": self.response_length},
             image_data=images,
             # The prompt's image tokens were built with these; the server must process the images the same way.
-            **({"mm_processor_kwargs": _plain(self.mm_processor_kwargs)} if self.mm_processor_kwargs else {}),
+            **({"mm_processor_kwargs": plain_dict(self.mm_processor_kwargs)} if self.mm_processor_kwargs else {}),
         )
         response_ids = list(output.token_ids)[: self.response_length]
         log_probs = list(output.log_probs or [])[: len(response_ids)]

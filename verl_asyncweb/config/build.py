@@ -11,6 +11,11 @@ from omegaconf import DictConfig, OmegaConf
 T = TypeVar("T")
 
 
+def plain_dict(node: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """A Hydra node (resolved) or a mapping as a plain ``dict``."""
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+
+
 def build_config(cls: type[T], prefix: str, node: T | DictConfig | Mapping[str, Any] | None) -> T:
     """``cls`` from ``node`` (None → defaults, an instance → itself); ``_target_`` is ignored.
 
@@ -22,7 +27,7 @@ def build_config(cls: type[T], prefix: str, node: T | DictConfig | Mapping[str, 
         return cls()
     if isinstance(node, cls):
         return node
-    data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    data = plain_dict(node)
     data.pop("_target_", None)
     valid = sorted(f.name for f in fields(cls) if not f.name.startswith("_"))
     unknown = sorted(set(data) - set(valid))

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from verl.base_config import BaseConfig
 
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.algo.config import AsyncWebAlgoConfig
-from verl_asyncweb.config.build import build_config, check_int
+from verl_asyncweb.config.build import build_config, check_int, plain_dict
 from verl_asyncweb.env.config import BrowserPoolConfig, JudgeConfig
 
 PLATFORMS = ("cpu", "auto")
@@ -107,7 +107,7 @@ class AsyncWebConfig(BaseConfig):
     @classmethod
     def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:
         """Build and validate from the composed ``asyncweb`` node."""
-        values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+        values = plain_dict(node)
         sections = {"algo": AsyncWebAlgoConfig, "agent": AgentConfig, "env": BrowserPoolConfig, "tasks": TaskSetConfig}
         built = {
             name: build_config(kind, f"asyncweb.{name}", values.pop(name, None)) for name, kind in sections.items()

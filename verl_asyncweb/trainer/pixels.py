@@ -21,6 +21,7 @@ from tensordict import NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+from verl_asyncweb.config.build import plain_dict
 from verl_asyncweb.run_folder import screenshot_path
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ def attach_pixel_values(batch: KVBatchMeta, processor, client, mm_kwargs: dict |
 
     ``mm_kwargs`` is ``data.mm_processor_kwargs``, the image-processor arguments the rollout used.
     """
-    mm_kwargs = dict(mm_kwargs or {})
+    mm_kwargs = plain_dict(mm_kwargs or {})
     stats = PixelStats()
     data = tq.kv_batch_get(
         keys=batch.keys,
