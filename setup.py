@@ -3,7 +3,8 @@
 from setuptools import find_packages, setup
 
 # Ranges that admit both the CPU stack CI pins (constraints/cpu.txt) and verl[vllm]==0.9.1's GPU pins (torch 2.11.0,
-# torchvision 0.26.0, transformers 5.9.0, vllm 0.24.0); tests/unit/test_packaging.py checks both against verl's metadata.
+# torchvision 0.26.0, transformers 5.9.0, vllm 0.24.0); tests/unit/test_packaging.py checks both against verl's
+# metadata.
 INSTALL_REQUIRES = [
     "verl==0.9.1",
     "torch>=2.11,<2.15",

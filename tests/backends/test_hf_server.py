@@ -94,9 +94,72 @@ def test_hf_server_abort_returns_partial_output_and_resume_reopens(server):
     assert resumed.extra_fields["global_steps"] == server.weight_version
 
 
+def test_abort_stops_a_generation_in_flight_and_resume_continues_it(server):
+    """Partial rollout: verl aborts a long generation mid-way, keeps its tokens, and continues it after resume."""
+    prompt_ids = server.processor.tokenizer.encode("Memory: the search box is at the top. Next action:")
+    max_tokens = 2000  # ~15 s of tokens on CPU: the abort lands in the middle
+
+    async def scenario():
+        request = asyncio.create_task(
+            server.generate(prompt_ids, {"temperature": TEMPERATURE, "max_tokens": max_tokens}, "long")
+        )
+        await asyncio.sleep(0.5)  # the request starts at once; ~60 tokens are out when the abort lands
+        await server.abort_all_requests()
+        partial = await asyncio.wait_for(request, timeout=60)
+        await server.resume_generation()
+        continued = await asyncio.wait_for(
+            server.generate(prompt_ids + partial.token_ids, {"temperature": TEMPERATURE, "max_tokens": 8}, "resume"),
+            timeout=60,
+        )
+        return partial, continued
+
+    partial, continued = asyncio.run(scenario())
+    assert partial.stop_reason == "aborted"
+    assert 0 < len(partial.token_ids) < max_tokens
+    assert len(partial.log_probs) == len(partial.token_ids)
+    assert continued.stop_reason == "completed" and 0 < len(continued.token_ids) <= 8
+    # The partial tokens and their continuation are one sample of the same policy: pi_behave of every token.
+    response = partial.token_ids + continued.token_ids
+    expected = _teacher_forced_log_probs(server, prompt_ids, response, None)
+    torch.testing.assert_close(torch.tensor(partial.log_probs + continued.log_probs), expected, atol=1e-4, rtol=0)
+
+
 def test_hf_server_rejects_unknown_weights_with_clear_error(server):
     with pytest.raises(ValueError, match="does not have"):
         asyncio.run(server.load_weights({"not.a.parameter": torch.zeros(1)}, global_steps=1))
+
+
+def _verl_engine_named_weights(model) -> dict[str, torch.Tensor]:
+    """What verl's FSDP2 engine sends (``get_per_tensor_param``): the module's state dict under verl's key
+    conversion (FSDP2 keeps the module's names; the full tensors of its DTensors are these values)."""
+    from verl.utils.model import convert_weight_keys
+
+    return {
+        name: tensor.detach().clone() + 0.01 for name, tensor in convert_weight_keys(model.state_dict(), model).items()
+    }
+
+
+def test_weight_sync_must_be_complete_tied_weights_excepted(server):
+    weights = _verl_engine_named_weights(server.model)
+    assert server.model.config.tie_word_embeddings and "lm_head.weight" in weights
+    version = server.weight_version
+    stale = next(name for name in weights if name.startswith("model.visual."))
+    partial = {name: tensor for name, tensor in weights.items() if name != stale}
+    before = server.model.state_dict()[stale].clone()
+    with pytest.raises(ValueError, match="stale") as error:
+        asyncio.run(server.load_weights(partial, global_steps=version + 1))
+    assert stale in str(error.value)
+    # Refused as a whole: nothing was copied, the version did not move.
+    torch.testing.assert_close(server.model.state_dict()[stale], before)
+    assert server.weight_version == version
+
+    # The tied head may be left out (it is the embedding); everything else is loaded.
+    untied = {name: tensor for name, tensor in weights.items() if name != "lm_head.weight"}
+    result = asyncio.run(server.load_weights(untied, global_steps=version + 1))
+    assert result == {"loaded": len(untied)} and server.weight_version == version + 1
+    own = server.model.state_dict()
+    for name, tensor in weights.items():
+        torch.testing.assert_close(own[name], tensor)
 
 
 # data.mm_processor_kwargs that shrink a screenshot below the processor's default pixel budget.

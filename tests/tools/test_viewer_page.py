@@ -89,6 +89,16 @@ async def test_viewer_page_renders_filters_and_shows_screenshot_with_click_marke
     await page.select_option("#filter-task", "book-flight")
     assert await visible.evaluate_all("rows => rows.map(r => r.dataset.trajId)") == ["t-ok-1"]
     await page.select_option("#filter-task", "all")
+    await page.select_option("#filter-outcome", "all")
+    await page.select_option("#filter-difficulty", "easy")  # t-ok-1 (success) and t-fail-2 (failure)
+    assert await visible.evaluate_all("rows => rows.map(r => r.dataset.trajId)") == ["t-ok-1", "t-fail-2"]
+    await page.select_option("#filter-outcome", "failure")
+    assert await visible.evaluate_all("rows => rows.map(r => r.dataset.trajId)") == ["t-fail-2"]
+    await page.select_option("#filter-difficulty", "hard")
+    assert await visible.evaluate_all("rows => rows.map(r => r.dataset.trajId)") == ["t-fail-1"]
+    assert await page.locator("#episode-count").text_content() == "showing 1 of 4"
+    await page.select_option("#filter-difficulty", "all")
+    await page.select_option("#filter-outcome", "all")
 
     await page.locator("tr.episode-row[data-traj-id='t-ok-2']").click()
     step = page.locator("#episode-detail article.step").first

@@ -30,6 +30,17 @@ class _AbortCriteria:
         return torch.full((input_ids.shape[0],), self.abort_event.is_set(), dtype=torch.bool)
 
 
+def _untied_missing(own: dict[str, torch.Tensor], sent: set[str]) -> list[str]:
+    """Parameters of ``own`` that a sync of ``sent`` leaves stale: not sent and not sharing storage with a sent one
+    (a tied ``lm_head.weight`` is updated through the embedding it shares)."""
+    sent_storage = {own[name].untyped_storage().data_ptr() for name in sent}
+    return sorted(
+        name
+        for name, tensor in own.items()
+        if name not in sent and tensor.untyped_storage().data_ptr() not in sent_storage
+    )
+
+
 class HFRolloutServer:
     """Rollout server actor holding one HF model; weights are replaced in place by :meth:`load_weights`.
 
@@ -165,7 +176,12 @@ class HFRolloutServer:
         logits = torch.stack(output.logits, dim=1)[0].float()  # (response_len, vocab)
         scale = 1.0 if greedy else temperature
         log_probs = torch.log_softmax(logits / scale, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        aborted = self._abort_event.is_set()
+        # Aborted only if the abort cut it short: a response that ended (EOS or length) as the abort arrived is
+        # complete, and verl must not continue it.
+        eos_ids = self.model.generation_config.eos_token_id
+        eos_ids = set(eos_ids if isinstance(eos_ids, list) else [eos_ids])
+        finished = len(new_tokens) == max_new_tokens or (len(new_tokens) > 0 and int(new_tokens[-1]) in eos_ids)
+        aborted = self._abort_event.is_set() and not finished
         return new_tokens.tolist(), log_probs.tolist(), aborted, (start, time.time())
 
     def _model_inputs(
@@ -205,7 +221,10 @@ class HFRolloutServer:
     # ------------------------------------------------------------------ weights
 
     async def load_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None) -> dict[str, Any]:
-        """Replace the weights (between two requests) and set the version reported with every token."""
+        """Replace the weights (between two requests) and set the version reported with every token.
+
+        A sync must cover every parameter (tied ones excepted): a partial one raises and changes nothing.
+        """
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(self._executor, self._load_blocking, state_dict)
         if global_steps is not None:
@@ -218,10 +237,17 @@ class HFRolloutServer:
         unexpected = sorted(set(state_dict) - set(own))
         if unexpected:
             raise ValueError(f"weight sync sent parameters the rollout model does not have: {unexpected[:5]}")
+        missing = _untied_missing(own, set(state_dict))
+        if missing:
+            # A partial sync would leave the server sampling from a mix of old and new weights, silently.
+            raise ValueError(
+                f"weight sync left {len(missing)} of the rollout model's parameters stale (not sent, not tied to a "
+                f"sent one): {missing[:5]}"
+            )
         with torch.no_grad():
             for name, tensor in state_dict.items():
                 own[name].copy_(tensor.to(own[name].dtype))
-        return {"loaded": len(state_dict), "missing": sorted(set(own) - set(state_dict))}
+        return {"loaded": len(state_dict)}
 
     # ------------------------------------------------------------------ control
 
