@@ -193,20 +193,24 @@ def test_client_sees_new_incarnation_after_store_killed(client, ray_cluster):
     assert client.get([key]) == [None]
 
 
+def _wait_for_restart(client, old: str, ray_cluster) -> None:
+    deadline = time.monotonic() + RAY_TIMEOUT_S
+    while True:  # ray.kill returns before the process is gone
+        try:
+            if client.current_incarnation() != old:
+                return
+        except ray_cluster.exceptions.RayActorError:
+            pass
+        assert time.monotonic() < deadline, "the store did not come back"
+        time.sleep(0.2)
+
+
 @pytest.mark.ray
 def test_crashed_store_restarts_under_its_name_with_a_new_incarnation(client, ray_cluster):
     key = client.put(_jpeg(7), "traj-0")
     old = client.incarnation
     ray_cluster.kill(client.handle, no_restart=False)  # a crash: Ray restarts the actor
-    deadline = time.monotonic() + RAY_TIMEOUT_S
-    while True:  # ray.kill returns before the process is gone
-        try:
-            if client.current_incarnation() != old:
-                break
-        except ray_cluster.exceptions.RayActorError:
-            pass
-        assert time.monotonic() < deadline, "the store did not come back"
-        time.sleep(0.2)
+    _wait_for_restart(client, old, ray_cluster)
     assert client.restarts_seen == 1
     assert client.get([key]) == [None], "the restarted store starts empty"
     assert not client.check([key], old)
@@ -243,3 +247,25 @@ async def test_client_async_put_waits_for_release_through_ray(ray_cluster):
         assert await client.acheck([key], client.incarnation)
     finally:
         ray_cluster.kill(client.handle)
+
+
+@pytest.mark.ray
+def test_trainer_reads_screenshots_the_restarted_store_lost_from_the_run_folder(
+    client, ray_cluster, tmp_path, monkeypatch
+):
+    from verl_asyncweb.run_folder import RUN_DIR_ENV, screenshot_path
+    from verl_asyncweb.trainer.pixels import fetch_screenshots
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
+    kept, lost, gone = _jpeg(8), _jpeg(9), _jpeg(10)
+    lost_key, gone_key = client.put(lost, "traj-0"), client.put(gone, "traj-0")
+    # The agent loop keeps a copy of every screenshot in the run folder; this one's copy is missing too.
+    screenshot_path(lost_key).parent.mkdir(parents=True)
+    screenshot_path(lost_key).write_bytes(lost)
+    old = client.incarnation
+    ray_cluster.kill(client.handle, no_restart=False)
+    _wait_for_restart(client, old, ray_cluster)
+    kept_key = client.put(kept, "traj-1")  # after the restart
+    blobs, from_run_folder = fetch_screenshots(client, [kept_key, lost_key, gone_key])
+    assert blobs == {kept_key: kept, lost_key: lost, gone_key: None}
+    assert from_run_folder == 1

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from verl_asyncweb.compare.metric_names import promised_every_step
+
 RUN_TIMEOUT_S = 900
 
 
@@ -51,3 +53,14 @@ def run_to_completion(command: list[str], log: Path) -> None:
     with log.open("w") as out:
         result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
     assert result.returncode == 0, log.read_text()[-4000:]
+
+
+def assert_every_step_metrics(steps: dict[int, dict], loss_mode: str = "decoupled_ppo") -> None:
+    """Each logged step has every metric the README promises for every step (of a run with this policy loss), and
+    the rollout's log-probs agree with the trainer's recompute (verl's actor forward) within 1e-3."""
+    promised = promised_every_step(loss_mode)
+    assert steps, "no step logged"
+    for step, data in steps.items():
+        missing = [name for name in promised if name not in data]
+        assert not missing, f"step {step} lacks the documented metrics {missing}"
+        assert data["training/rollout_probs_diff_max"] < 1e-3, (step, data["training/rollout_probs_diff_max"])

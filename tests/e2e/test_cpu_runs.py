@@ -19,7 +19,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from e2e_runs import RUN_TIMEOUT_S, main_command, read_steps, run_to_completion, wait_for
+import torch
+from e2e_runs import RUN_TIMEOUT_S, assert_every_step_metrics, main_command, read_steps, run_to_completion, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
 
@@ -55,7 +56,13 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
     tmp_path = tmp_path_factory.mktemp("async")
     run_dir = tmp_path / "async"
     metrics = run_dir / "metrics.jsonl"
-    command = main_command(run_dir, "trainer.save_freq=1", f"trainer.total_training_steps={TOTAL_STEPS}")
+    # Every task (39) instead of cpu_smoke's 16: no task is drawn twice in this run, so the data cursor is visible.
+    command = main_command(
+        run_dir,
+        "trainer.save_freq=1",
+        f"trainer.total_training_steps={TOTAL_STEPS}",
+        "asyncweb.tasks.max_train_tasks=0",
+    )
     with (tmp_path / "attempt0.log").open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -84,8 +91,44 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
+    (tmp_path / "resumed_at").write_text(str(time.time()))
     run_to_completion(command, tmp_path / "attempt1.log")
     return run_dir, max(read_steps(metrics))
+
+
+def _episode_records(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line]
+
+
+def _draw_order(run_dir: Path, checkpoint: Path) -> tuple[list[int], list[int]]:
+    """The dataset indices verl's sampler drew before ``checkpoint`` and the ones it draws after it, rebuilt with
+    verl's own sampler from the run's config and the checkpoint's dataloader state."""
+    from omegaconf import OmegaConf
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from verl.trainer.ppo.utils import create_rl_sampler
+
+    data_config = OmegaConf.load(run_dir / "config.yaml").data
+    state = torch.load(checkpoint / "data.pt", weights_only=False)
+    n_tasks = len(_task_ids_by_index(run_dir))
+
+    def loader():  # one prompt per fetch, as verl's async trainer draws
+        indices = list(range(n_tasks))
+        sampler = create_rl_sampler(data_config, indices)
+        return StatefulDataLoader(indices, batch_size=1, sampler=sampler, drop_last=True, collate_fn=lambda b: b[0])
+
+    resumed = loader()
+    resumed.load_state_dict(state)
+    fresh = iter(loader())
+    before = [next(fresh) for _ in range(state["_num_yielded"])]
+    return before, list(resumed)
+
+
+def _task_ids_by_index(run_dir: Path) -> dict[int, str]:
+    import pandas as pd
+
+    rows = pd.read_parquet(run_dir / "data" / "train.parquet")
+    return {int(info["index"]): info["task_id"] for info in rows["extra_info"]}
 
 
 def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
@@ -95,6 +138,10 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     assert _env_failures_logged(run_dir), "killed episodes are counted"
     resumed = read_steps(run_dir / "metrics.attempt-1.jsonl")
     assert sorted(resumed) == list(range(saved + 1, TOTAL_STEPS + 1)), "the resumed attempt continues from the save"
+    # Trajectories restored from the checkpoint reference screenshots of the killed job's store: the trainer
+    # rebuilt their pixels from the run folder's copies, and lost none.
+    assert sum(d["asyncweb/screenshots/from_run_folder"] for d in resumed.values()) > 0
+    assert all(d["asyncweb/screenshots/dropped_samples"] == 0 for d in resumed.values())
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["last_step"] == TOTAL_STEPS
 
@@ -103,10 +150,14 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
         assert data["asyncweb/policy_lag/max"] <= ETA
         assert "actor/pg_loss" in data and "actor/naive_clip_rate" in data
     assert any(d["asyncweb/policy_lag/max"] > 0 for d in every.values()), "samples older than the update are used"
+    assert_every_step_metrics(every)
+    # verl itself evicted the groups whose episodes failed (not only our counters); a failure that came just before
+    # the SIGKILL is restored with the checkpoint's TransferQueue state and evicted by the resumed attempt.
+    evicted = sum(d.get("training/rollout_failure/evicted_samples", 0) for d in every.values())
+    assert evicted >= 1, "the groups hit by the Chromium kill were evicted by verl's replay buffer"
     overlap = [d["asyncweb/overlap/generation_during_update_s"] for d in every.values()]
     assert max(overlap) > 0, "rollout generates while the actor updates"
-    episodes = (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in episodes if line]
+    records = _episode_records(run_dir)
     # Every finished episode a logged step counted is in the episode log (the log may hold a few more: episodes
     # drained by the killed attempt after its last logged step).
     counted = sum(d["asyncweb/trajectories"] for d in every.values())
@@ -137,7 +188,45 @@ def test_sync_run_of_the_same_recipe(sync_run):
     for data in steps.values():
         assert data["asyncweb/overlap/generation_during_update_s"] == 0.0
         assert data["asyncweb/policy_lag/max"] == 0, "sync: every sample comes from the weights being trained"
+    assert_every_step_metrics(steps)
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
+
+
+def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
+    """After the SIGKILL the run continues where its checkpoint was: the next prompts of verl's sampler (not the
+    first ones again), the optimizer's moments and step count, and the scheduler and RNG state."""
+    run_dir, saved = async_run
+    resumed_at = float((run_dir.parent / "resumed_at").read_text())
+    tasks = _task_ids_by_index(run_dir)
+    before, after = _draw_order(run_dir, run_dir / f"global_step_{saved}")
+    drawn_before = {tasks[i] for i in before}
+    # Prompt groups of the resumed attempt (a group's trajectories share the uid prefix of their traj_id).
+    resumed_groups = {
+        record["traj_id"].rsplit("-", 1)[0]: record["task_id"]
+        for record in _episode_records(run_dir)
+        if record["started_at"] > resumed_at
+    }
+    new_tasks = {task for task in resumed_groups.values() if task not in drawn_before}
+    # Re-issued in-flight groups are tasks drawn before the checkpoint; every other group continues the sampler.
+    assert new_tasks, "the resumed attempt drew new prompts"
+    assert tasks[after[0]] in new_tasks, "the first prompt drawn after the resume is the sampler's next one"
+    assert new_tasks <= {tasks[i] for i in after[: 2 * len(new_tasks)]}, (new_tasks, [tasks[i] for i in after[:8]])
+
+    def actor_state(step: int, name: str) -> dict:
+        return torch.load(
+            run_dir / f"global_step_{step}" / "actor" / f"{name}_world_size_1_rank_0.pt", weights_only=False
+        )
+
+    # One optimizer step per mini-batch, a fixed number per training step: a re-initialised optimizer would count
+    # only the resumed attempt's steps.
+    adam_steps = {
+        step: float(next(iter(actor_state(step, "optim")["state"].values()))["step"]) for step in (saved, TOTAL_STEPS)
+    }
+    assert adam_steps[saved] > 0
+    assert adam_steps[TOTAL_STEPS] / TOTAL_STEPS == adam_steps[saved] / saved, adam_steps
+    # The scheduler and the RNG share one file that verl loads as a whole.
+    extra = actor_state(TOTAL_STEPS, "extra_state")
+    assert extra["lr_scheduler"]["last_epoch"] == TOTAL_STEPS and set(extra["rng"]) >= {"cpu", "numpy", "random"}
 
 
 def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp_path):
@@ -167,12 +256,14 @@ def test_viewer_on_a_real_run_references_existing_screenshots(async_run):
 
 
 class FailingJudgeSite:
-    """127.0.0.1:0 in a background thread: ``/`` is a small page, ``/v1/chat/completions`` always answers 500."""
+    """127.0.0.1:0 in a background thread: ``/`` is a small page, ``/v1/chat/completions`` always answers 500 (and
+    repeats the request's Authorization header in the error text)."""
 
     PAGE = "<html><head><title>Faults</title></head><body><h1>Order status</h1><button>Check</button></body></html>"
 
     def __init__(self) -> None:
         self.judge_calls = 0
+        self.authorizations: list[str] = []
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -194,7 +285,10 @@ class FailingJudgeSite:
 
         async def judge(request):
             self.judge_calls += 1
-            return web.Response(status=500, text="judge overloaded")
+            authorization = request.headers.get("Authorization", "")
+            self.authorizations.append(authorization)
+            # A careless server that echoes the credentials in its error: they must not reach the run folder.
+            return web.Response(status=500, text=f"judge overloaded (request had {authorization})")
 
         async def start():
             app = web.Application()
@@ -225,6 +319,7 @@ def _ray_actor_processes(root_pid: int, actor_class: str) -> list[psutil.Process
 
 
 FAULT_STEPS = 3
+JUDGE_KEY = "sk-asyncweb-sentinel-0c9f3e"
 
 
 def _running(pid: int) -> bool:
@@ -257,8 +352,12 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
             f"trainer.total_training_steps={FAULT_STEPS}",
             f'asyncweb.tasks.train=["miniwob:click-test","{tasks_file}"]',
             f"asyncweb.judge={{base_url:'{origin}/v1',max_retries:1,timeout_s:5,retry_backoff_s:0.1}}",
+            # Pixels rebuilt by a builder actor, which must also find the lost screenshots in the run folder.
+            "asyncweb.pixels.workers=1",
+            "asyncweb.pixels.worker_cpus=0",
         )
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        env = {**os.environ, "ASYNCWEB_JUDGE_API_KEY": JUDGE_KEY}
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         try:
             metrics = run_dir / "metrics.jsonl"
             wait_for(lambda: 1 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 1")
@@ -277,18 +376,22 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=60)
     assert returncode == 0, (tmp_path / "faults.log").read_text()[-4000:]
-    return run_dir, judge.judge_calls, orphans
+    return run_dir, judge.authorizations, orphans
 
 
 def test_run_survives_killed_store_killed_worker_and_failing_judge(fault_run):
-    run_dir, judge_calls, worker_chromium = fault_run
+    run_dir, authorizations, worker_chromium = fault_run
     steps = read_steps(run_dir / "metrics.jsonl")
     assert sorted(steps) == list(range(1, FAULT_STEPS + 1))
+    assert_every_step_metrics(steps)
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == FAULT_STEPS
     last = steps[FAULT_STEPS]
     # The killed worker came back (Ray restart) and the groups it held were failed, counted and replaced.
     assert last["asyncweb/rollout/worker_restarts"] >= 1
     assert last["asyncweb/rollout/lost_groups"] >= 1
+    # verl's replay buffer evicted them (and the judge's failed groups), where training acts on the failure.
+    evicted = sum(d.get("training/rollout_failure/evicted_samples", 0) for d in steps.values())
+    assert evicted >= last["asyncweb/rollout/lost_groups"], evicted
     # Nothing already accepted was lost: every trained sample got its screenshots back (from the run folder
     # when the store that held them was gone).
     for data in steps.values():
@@ -296,7 +399,10 @@ def test_run_survives_killed_store_killed_worker_and_failing_judge(fault_run):
         assert data["asyncweb/screenshots/images_per_step"] > 0
         assert data["asyncweb/policy_lag/max"] == 0
     # The failing judge: its episodes are counted as failed by the environment, never scored 0.
-    assert judge_calls >= 2, "the judge was asked (and retried)"
+    assert len(authorizations) >= 2, "the judge was asked (and retried)"
+    assert set(authorizations) == {f"Bearer {JUDGE_KEY}"}, "the key from the environment was sent"
+    leaks = [path for path in run_dir.rglob("*") if path.is_file() and JUDGE_KEY.encode() in path.read_bytes()]
+    assert not leaks, f"the judge key is in the run folder: {leaks}"
     records = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
     judged = [r for r in records if r["task_id"] == "fault-judge-1"]
     assert judged and all(r["env_failed"] for r in judged)

@@ -57,3 +57,70 @@ VARIANT_CONFIG_KEYS = (CONFIG_STEP_NORM, CONFIG_ESTIMATOR, CONFIG_LOSS_MODE, CON
 # Episode counts of a step.
 TRAJECTORIES = "asyncweb/trajectories"
 CONTEXT_OVERFLOWS = "asyncweb/context_overflows"
+
+# Run health.
+OVERLAP_GENERATION_DURING_UPDATE = "asyncweb/overlap/generation_during_update_s"
+EPISODE_ERRORS_TOTAL = "asyncweb/episode_errors_total"
+ENV_FAILURES_TOTAL = "asyncweb/env_failures_total"
+SCREENSHOTS_PADDING_SAMPLES = "asyncweb/screenshots/padding_samples"
+SCREENSHOTS_FROM_RUN_FOLDER = "asyncweb/screenshots/from_run_folder"
+SCREENSHOTS_DROPPED_SAMPLES = "asyncweb/screenshots/dropped_samples"
+BEHAV_W_MEAN = "actor/behav_w_mean"
+BEHAV_W_MAX = "actor/behav_w_max"
+
+EVERY_STEP = "every step"
+FINISHED = "steps with a finished trajectory (not failed by the environment)"
+DECOUPLED_LOSS = "every step of a `decoupled_ppo` run"
+
+# The metrics the README promises (its Metrics table is this dict, checked by tests/unit/test_metric_docs.py) and
+# when each is logged. Episode metrics describe the trajectories finished since the previous step; the end-to-end
+# runs check every metric promised for every step on each step they log.
+DOCUMENTED_METRICS: dict[str, str] = {
+    SUCCESS_RATE: FINISHED,
+    SUCCESS_RATE_EASY: "steps with a finished trajectory of that difficulty slice",
+    SUCCESS_RATE_MEDIUM: "steps with a finished trajectory of that difficulty slice",
+    SUCCESS_RATE_HARD: "steps with a finished trajectory of that difficulty slice",
+    STEPS_PER_TRAJ_SUCCESS: "steps with a successful trajectory",
+    STEPS_PER_TRAJ_FAILURE: "steps with a failed trajectory",
+    RESPONSE_TOKENS_PER_STEP_SUCCESS: "steps with a successful trajectory",
+    RESPONSE_TOKENS_PER_STEP_FAILURE: "steps with a failed trajectory",
+    MEMORY_JSON_BYTES: "steps with a valid memory JSON",
+    MEMORY_KEY_COUNT: "steps with a valid memory JSON",
+    MEMORY_GENERIC_KEY_RATIO: "steps with a memory key",
+    MEMORY_KEYSET_KEPT_FRAC: "steps with a valid memory JSON",
+    INVALID_ACTION_RATE: FINISHED,
+    STUCK_RATE: FINISHED,
+    ENV_FAILURES: EVERY_STEP,
+    ENV_FAILURES_TOTAL: EVERY_STEP,
+    EPISODE_ERRORS_TOTAL: EVERY_STEP,
+    TRAJECTORIES: EVERY_STEP,
+    CONTEXT_OVERFLOWS: EVERY_STEP,
+    POLICY_LAG_MEAN: EVERY_STEP,
+    POLICY_LAG_MAX: EVERY_STEP,
+    TRAINER_IDLE_FRAC: EVERY_STEP,
+    ROLLOUT_IDLE_FRAC: EVERY_STEP,
+    OVERLAP_GENERATION_DURING_UPDATE: EVERY_STEP,
+    TRAJS_PER_HOUR: EVERY_STEP,
+    WALL_S: EVERY_STEP,
+    VERL_PG_CLIPFRAC: EVERY_STEP,
+    DECOUPLED_CLIP_FRAC: DECOUPLED_LOSS,
+    DECOUPLED_NAIVE_CLIP_FRAC: DECOUPLED_LOSS,
+    DECOUPLED_DROPPED_FRAC: DECOUPLED_LOSS,
+    BEHAV_W_MEAN: DECOUPLED_LOSS,
+    BEHAV_W_MAX: DECOUPLED_LOSS,
+    SCREENSHOTS_PADDING_SAMPLES: EVERY_STEP,
+    SCREENSHOTS_FROM_RUN_FOLDER: EVERY_STEP,
+    SCREENSHOTS_DROPPED_SAMPLES: EVERY_STEP,
+}
+
+
+def documented_metrics_table() -> str:
+    """The README's Metrics table (markdown)."""
+    rows = [f"| `{name}` | {when} |" for name, when in DOCUMENTED_METRICS.items()]
+    return "\n".join(["| metric | logged on |", "|---|---|", *rows])
+
+
+def promised_every_step(loss_mode: str) -> list[str]:
+    """The documented metrics a step of a run with this policy loss must have."""
+    kinds = {EVERY_STEP} | ({DECOUPLED_LOSS} if loss_mode == "decoupled_ppo" else set())
+    return [name for name, when in DOCUMENTED_METRICS.items() if when in kinds]
