@@ -32,6 +32,8 @@ def test_default_yaml_equals_dataclass_defaults():
         ({"tasks": {"train": []}}, "asyncweb.tasks.train must name at least one task source"),
         ({"bogus": 1}, "asyncweb has unknown keys \\['bogus'\\]"),
         ({"tasks": {"bogus": 1}}, "asyncweb.tasks has unknown keys"),
+        ({"pixels": {"chunk_samples": 0}}, "asyncweb.pixels.chunk_samples must be >= 1"),
+        ({"pixels": {"worker_cpus": -1}}, "asyncweb.pixels.worker_cpus must be >= 0"),
     ],
 )
 def test_bad_asyncweb_values_name_the_key(node, message):

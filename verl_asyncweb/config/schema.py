@@ -13,6 +13,7 @@ from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.algo.config import AsyncWebAlgoConfig
 from verl_asyncweb.config.build import build_config, check_int, plain_dict
 from verl_asyncweb.env.config import BrowserPoolConfig, JudgeConfig
+from verl_asyncweb.trainer.config import PixelRebuildConfig
 
 PLATFORMS = ("cpu", "auto")
 ROLLOUT_MODES = ("async", "sync")
@@ -74,6 +75,7 @@ class AsyncWebConfig(BaseConfig):
         env: Browser pool.
         judge: The WebGym rubric judge (an OpenAI-compatible endpoint); needed only for WebGym tasks.
         tasks: Task sources.
+        pixels: How the trainer rebuilds a batch's pixels from screenshot keys (chunks, parallel workers).
     """
 
     recipe: str = ""
@@ -87,6 +89,7 @@ class AsyncWebConfig(BaseConfig):
     env: BrowserPoolConfig = field(default_factory=BrowserPoolConfig)
     judge: JudgeConfig | None = None
     tasks: TaskSetConfig = field(default_factory=TaskSetConfig)
+    pixels: PixelRebuildConfig = field(default_factory=PixelRebuildConfig)
 
     def __post_init__(self):
         if self.platform not in PLATFORMS:
@@ -108,7 +111,13 @@ class AsyncWebConfig(BaseConfig):
     def from_config(cls, node: DictConfig | Mapping[str, Any]) -> AsyncWebConfig:
         """Build and validate from the composed ``asyncweb`` node."""
         values = plain_dict(node)
-        sections = {"algo": AsyncWebAlgoConfig, "agent": AgentConfig, "env": BrowserPoolConfig, "tasks": TaskSetConfig}
+        sections = {
+            "algo": AsyncWebAlgoConfig,
+            "agent": AgentConfig,
+            "env": BrowserPoolConfig,
+            "tasks": TaskSetConfig,
+            "pixels": PixelRebuildConfig,
+        }
         built = {
             name: build_config(kind, f"asyncweb.{name}", values.pop(name, None)) for name, kind in sections.items()
         }

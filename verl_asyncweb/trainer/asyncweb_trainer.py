@@ -50,6 +50,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self._last_update_interval: tuple[float, float] | None = None
         self._pending_releases: list[tuple[int, str]] = []
         self._pixel_metrics: dict[str, float] = {}
+        self._pixel_builders: list | None = None
         from verl_asyncweb.agent.screenshots import ScreenshotClient
 
         # Created here, in the long-lived trainer process, so that the store lives as long as the job.
@@ -64,11 +65,18 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
     # ------------------------------------------------------------------ screenshots by reference
 
     def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        from verl_asyncweb.trainer.pixels import attach_pixel_values
+        from verl_asyncweb.trainer.pixels import attach_pixel_values, start_pixel_builders
 
-        self._pixel_metrics = attach_pixel_values(
-            batch, self.processor, self.screenshots, self.config.data.get("mm_processor_kwargs")
-        ).metrics()
+        mm_kwargs = self.config.data.get("mm_processor_kwargs")
+        if self._pixel_builders is None:
+            self._pixel_builders = start_pixel_builders(
+                self.asyncweb.pixels, self.processor, self.screenshots, mm_kwargs
+            )
+        started = time.time()
+        stats = attach_pixel_values(
+            batch, self.processor, self.screenshots, mm_kwargs, self.asyncweb.pixels.chunk_samples, self._pixel_builders
+        )
+        self._pixel_metrics = {**stats.metrics(), "timing_s/asyncweb/pixels": time.time() - started}
         return super()._compute_old_log_prob(batch, metrics)
 
     # ------------------------------------------------------------------ advantages

@@ -1,0 +1,191 @@
+"""Benchmark: the trainer's pixel rebuild of one batch, whole in the trainer process vs chunked vs a builder pool.
+
+``python -m verl_asyncweb.bench pixels [--samples 160] [--width 1280 --height 720] [--modes whole,chunked,pool]
+[--workers 2] [--chunk-samples 32] [--out FILE]``
+
+One step's batch of step-samples, each referencing one realistic 1280x720 JPEG screenshot in a real
+ScreenshotStore (64 distinct images, as a batch repeats pages), sits in a real TransferQueue as verl's agent
+loop leaves it (screenshot keys and image grid, no pixels). :func:`verl_asyncweb.trainer.pixels.attach_pixel_values`
+then rebuilds ``multi_modal_inputs`` with the offline Qwen3-VL processor at Qwen3-VL-8B's pixel bounds (the GPU
+recipes' model: 16-pixel patches, 3,600 patches of 1,536 floats, ~21 MiB of float32 per 1280x720 screenshot):
+
+* ``whole``: the batch as one chunk in the trainer process (the path before ``asyncweb.pixels`` existed);
+* ``chunked``: ``--chunk-samples`` rows at a time in the trainer process (``asyncweb.pixels.workers: 0``);
+* ``pool``: the chunks spread over ``--workers`` :class:`~verl_asyncweb.trainer.pixels.PixelBuilder` actors, which
+  read and write TransferQueue themselves.
+
+Each mode runs in its own subprocess with its own Ray cluster; figures are the rebuild's wall time and the growth
+of the trainer (driver) process's resident memory during it, sampled every 10 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+MODES = ("whole", "chunked", "pool")
+DISTINCT_IMAGES = 64
+QWEN3_VL_8B_SIZE = {"longest_edge": 16777216, "shortest_edge": 65536}
+"""Qwen3-VL-8B-Instruct's image-processor pixel bounds (its preprocessor_config.json): a 1280x720 screenshot is
+kept whole (3,600 patches); the offline tiny model's own bounds are smaller, so the bench passes these."""
+PARTITION = "bench_pixels"
+
+
+class PeakRSS:
+    """The largest resident set size of this process while the ``with`` block runs, sampled every 10 ms."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._stop = threading.Event()
+        self.start_bytes = self.peak_bytes = self._process.memory_info().rss
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak_bytes = max(self.peak_bytes, self._process.memory_info().rss)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_bytes = max(self.peak_bytes, self._process.memory_info().rss)
+
+
+def _put_batch(
+    samples: int, width: int, height: int, processor, client, mm_kwargs: dict | None = None
+) -> tuple[list[str], list[dict]]:
+    """``samples`` step-sample rows in TransferQueue as the agent loop leaves them; returns their keys and tags."""
+    import torch
+    import transfer_queue as tq
+    from PIL import Image
+    from tensordict import NonTensorStack, TensorDict
+
+    from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+    from verl_asyncweb.bench.screenshots import make_screenshot
+
+    blobs = [make_screenshot(seed, width, height) for seed in range(DISTINCT_IMAGES)]
+    image_keys = client.put_batch(blobs, "bench-pixels")
+    image = Image.open(io.BytesIO(blobs[0])).convert("RGB")
+    grid = processor.image_processor(images=[image], return_tensors="pt", **(mm_kwargs or {}))[
+        "image_grid_thw"
+    ].tolist()
+    keys = [f"bench{index // 8}_{index % 8}_0" for index in range(samples)]  # verl's {uid}_{session}_{index}
+    extras = [
+        {SCREENSHOT_KEYS_FIELD: [image_keys[i % DISTINCT_IMAGES]], IMAGE_GRID_FIELD: grid} for i in range(samples)
+    ]
+    masks = [torch.ones(48, dtype=torch.long) for _ in range(samples)]
+    fields = TensorDict(
+        {
+            "extra_fields": NonTensorStack(*extras),
+            "response_mask": torch.nested.as_nested_tensor(masks, layout=torch.jagged),
+            "multi_modal_inputs": NonTensorStack(*[{} for _ in range(samples)]),
+        },
+        batch_size=[samples],
+    )
+    tags = [{"status": "finished"} for _ in range(samples)]
+    tq.kv_batch_put(keys=keys, partition_id=PARTITION, fields=fields, tags=tags)
+    return keys, tags
+
+
+def run_mode(mode: str, samples: int, width: int, height: int, workers: int, chunk_samples: int) -> dict:
+    """Rebuild one batch in ``mode`` (in this process's own Ray cluster) and return its figures."""
+    import ray
+    import transfer_queue as tq
+    from transfer_queue import KVBatchMeta
+    from transformers import AutoProcessor
+
+    from verl_asyncweb.agent.screenshots import ScreenshotClient
+    from verl_asyncweb.backends.tiny_model import build_tiny_model
+    from verl_asyncweb.trainer.config import PixelRebuildConfig
+    from verl_asyncweb.trainer.pixels import attach_pixel_values, start_pixel_builders
+
+    # Logical CPUs: TransferQueue's storage units and the controller each reserve one.
+    ray.init(num_cpus=max(8, workers + 6), include_dashboard=False, logging_level=logging.WARNING)
+    try:
+        tq.init()
+        processor = AutoProcessor.from_pretrained(build_tiny_model(size="qwen3-tiny"))
+        client = ScreenshotClient(name="bench_pixels_store", budget_bytes=1 << 30, call_timeout_s=600)
+        mm_kwargs = {"size": QWEN3_VL_8B_SIZE}
+        keys, tags = _put_batch(samples, width, height, processor, client, mm_kwargs)
+        batch = KVBatchMeta(keys=keys, tags=tags, partition_id=PARTITION)
+        builders = []
+        if mode == "pool":
+            config = PixelRebuildConfig(workers=workers, chunk_samples=chunk_samples, worker_cpus=0)
+            builders = start_pixel_builders(config, processor, client, mm_kwargs)
+            ray.get([builder.__ray_ready__.remote() for builder in builders])  # started before the clock
+        chunk = samples if mode == "whole" else chunk_samples
+        with PeakRSS() as rss:
+            started = time.perf_counter()
+            stats = attach_pixel_values(batch, processor, client, mm_kwargs, chunk, builders)
+            seconds = time.perf_counter() - started
+        pixels = tq.kv_batch_get(keys=keys[:1], partition_id=PARTITION, select_fields=["multi_modal_inputs"])
+        first = pixels["multi_modal_inputs"][0]["pixel_values"]
+        return {
+            "mode": mode,
+            "samples": samples,
+            "image": f"{width}x{height}",
+            "workers": workers if mode == "pool" else 0,
+            "chunk_samples": chunk,
+            "rebuild_s": round(seconds, 2),
+            "driver_rss_growth_mib": round((rss.peak_bytes - rss.start_bytes) / 2**20, 1),
+            "pixel_values_mib": round(samples * first.numel() * first.element_size() / 2**20, 1),
+            "images": stats.images,
+        }
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench pixels", description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=160, help="step-samples in the batch (the GPU recipe: ~640)")
+    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=720)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--workers", type=int, default=2, help="PixelBuilder actors of the pool mode")
+    parser.add_argument("--chunk-samples", type=int, default=32)
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a mode, run in this process
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    common = (args.samples, args.width, args.height, args.workers, args.chunk_samples)
+    if args.one:
+        print(json.dumps(run_mode(args.one, *common)))
+        return 0
+    modes = [mode for mode in args.modes.split(",") if mode]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"--modes must be among {list(MODES)}, got {unknown}")
+    results = []
+    for mode in modes:
+        logger.info("pixels: %s, %d samples of %dx%d ...", mode, args.samples, args.width, args.height)
+        command = [sys.executable, "-m", "verl_asyncweb.bench", "pixels", *argv, "--one", mode]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            logger.error("mode %s failed:\n%s", mode, done.stderr[-3000:])
+            return 1
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        logger.info("  %s", results[-1])
+    header = f"{'mode':<8} {'workers':>7} {'chunk':>5} {'rebuild s':>9} {'driver +MiB':>11} {'pixels MiB':>10}"
+    lines = [header] + [
+        f"{r['mode']:<8} {r['workers']:>7} {r['chunk_samples']:>5} {r['rebuild_s']:>9} "
+        f"{r['driver_rss_growth_mib']:>11} {r['pixel_values_mib']:>10}"
+        for r in results
+    ]
+    print("\n".join(lines))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
