@@ -2,7 +2,8 @@
 
 verl imports plugins inside ``import verl`` and only logs a failure at debug level, so a broken install
 silently loses the loss, the agent loop or the CPU backend. This check looks them up in verl's registries in
-this process and in a Ray worker, and checks the browser, fonts, the verl workarounds and the model cache.
+this process and in a Ray worker, and checks the browser, fonts, the verl workarounds, the model cache and every
+recipe in the user's recipe folders.
 ``verl_asyncweb.main`` runs the registration part before it starts any worker.
 """
 
@@ -195,6 +196,31 @@ def _workaround_checks() -> list[Check]:
     return checks
 
 
+def recipe_checks(recipe_dirs: list[str]) -> list[Check]:
+    """Every recipe of the user's folders (``--recipe-dir``, ``$VERL_ASYNCWEB_RECIPE_PATH``) composes and passes
+    ``main``'s start-up checks, with the values it leaves to the command line (``???``) still open."""
+    from verl_asyncweb.main import SetupError, load_config
+    from verl_asyncweb.recipes_registry import RecipeError, recipe_files, recipe_names, recipes_dir, user_recipe_dirs
+
+    try:
+        files = recipe_files(recipe_dirs)
+        folders = user_recipe_dirs(recipe_dirs)
+    except RecipeError as exc:
+        return [Check("user recipes", False, str(exc), "fix the folder or rename the recipe")]
+    packaged = recipes_dir().resolve()
+    checks = []
+    for name in recipe_names(files):
+        if files[name].parent.resolve() == packaged:
+            continue
+        flags = [arg for folder in folders for arg in ("--recipe-dir", str(folder))]
+        try:
+            load_config([f"recipe={name}", *flags], allow_missing=True)
+            checks.append(Check(f"recipe {name}", True, str(files[name])))
+        except (SetupError, RecipeError, ValueError) as exc:
+            checks.append(Check(f"recipe {name}", False, f"{files[name]}: {exc}", "run main with --cfg job to see it"))
+    return checks
+
+
 def format_report(checks: list[Check]) -> str:
     lines = []
     for check in checks:
@@ -212,11 +238,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Check the verl_asyncweb installation.")
     parser.add_argument("--no-ray", action="store_true", help="skip the check inside a Ray worker")
     parser.add_argument("--platform", default="cpu", choices=["cpu", "auto"], help="platform the run will use")
+    parser.add_argument(
+        "--recipe-dir",
+        action="append",
+        default=[],
+        help="a folder of your recipes to check (repeatable; $VERL_ASYNCWEB_RECIPE_PATH is checked too)",
+    )
     args = parser.parse_args(argv)
     cpu = args.platform == "cpu"
     if cpu:
         os.environ.setdefault("VERL_PLATFORM", "cpu")
     checks = registration_checks(cpu) + environment_checks() + ([] if cpu else gpu_checks())
+    checks += recipe_checks(args.recipe_dir)
     if not args.no_ray:
         import ray
 

@@ -77,3 +77,15 @@ def test_help_lists_every_recipe_with_its_description_and_hardware(capsys):
 def test_flags_main_does_not_take_are_refused_with_a_pointer(args, message, capsys):
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_doctor_composes_every_recipe_of_the_users_folder_and_names_the_broken_one(recipe_folder):
+    from verl_asyncweb.doctor import recipe_checks
+
+    broken = {**MY_RECIPE, "asyncweb": {"staleness": -1}}
+    (recipe_folder / "broken.yaml").write_text(yaml.safe_dump(broken))
+    checks = {check.name: check for check in recipe_checks([str(recipe_folder)])}
+    assert set(checks) == {"recipe my_site", "recipe broken"}, "the user's recipes, not the packaged ones"
+    assert checks["recipe my_site"].ok
+    assert not checks["recipe broken"].ok and "asyncweb.staleness" in checks["recipe broken"].detail
+    assert str(recipe_folder / "broken.yaml") in checks["recipe broken"].detail
