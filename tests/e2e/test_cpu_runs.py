@@ -21,6 +21,7 @@ import psutil
 import pytest
 import torch
 from e2e_runs import RUN_TIMEOUT_S, assert_every_step_metrics, main_command, read_steps, run_to_completion, wait_for
+from omegaconf import OmegaConf
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
 
@@ -217,13 +218,20 @@ def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
             run_dir / f"global_step_{step}" / "actor" / f"{name}_world_size_1_rank_0.pt", weights_only=False
         )
 
-    # One optimizer step per mini-batch, a fixed number per training step: a re-initialised optimizer would count
-    # only the resumed attempt's steps.
+    # One optimizer step per mini-batch of ppo_mini_batch_size x n step-samples (one screenshot each here; verl
+    # pads the batch to whole mini-batches): the checkpoint of the last step counts every step's updates, which a
+    # re-initialised optimizer would not.
+    steps = {**read_steps(run_dir / "metrics.jsonl"), **read_steps(run_dir / "metrics.attempt-1.jsonl")}
+    config = OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref
+    mini_batch = config.actor.ppo_mini_batch_size * config.rollout.n * config.actor.ppo_epochs
+    updates = [
+        (d["asyncweb/screenshots/images_per_step"] + d["asyncweb/screenshots/padding_samples"]) / mini_batch
+        for _, d in sorted(steps.items())
+    ]
     adam_steps = {
         step: float(next(iter(actor_state(step, "optim")["state"].values()))["step"]) for step in (saved, TOTAL_STEPS)
     }
-    assert adam_steps[saved] > 0
-    assert adam_steps[TOTAL_STEPS] / TOTAL_STEPS == adam_steps[saved] / saved, adam_steps
+    assert adam_steps == {saved: sum(updates[:saved]), TOTAL_STEPS: sum(updates)}, (adam_steps, updates)
     # The scheduler and the RNG share one file that verl loads as a whole.
     extra = actor_state(TOTAL_STEPS, "extra_state")
     assert extra["lr_scheduler"]["last_epoch"] == TOTAL_STEPS and set(extra["rng"]) >= {"cpu", "numpy", "random"}
