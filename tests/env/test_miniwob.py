@@ -1,4 +1,4 @@
-"""MiniWoB++ through the pool: scripted correct actions give raw reward 1, wrong ones do not."""
+"""MiniWoB++ through the pool: scripted correct actions give reward 1, wrong ones reward 0 (never the raw -1)."""
 
 import pytest
 
@@ -34,7 +34,9 @@ async def test_scripted_wrong_actions_do_not_give_reward_one(pool, session, name
     obs = await pool.reset(session, task)
     results = await solve(pool, session, obs, name, correct=False)
     assert results[-1].reward != 1.0
-    assert not (await pool.evaluate(session, task)).success
+    evaluation = await pool.evaluate(session, task)
+    # Binary like the paper's reward: a wrong click (raw -1) must not rank below an unfinished episode (0).
+    assert not evaluation.success and evaluation.reward == 0.0, evaluation.reasons
 
 
 async def test_in_page_reset_reuses_the_page_and_changes_the_instance(pool, session):

@@ -58,7 +58,7 @@ class EvalResult:
     """Outcome of evaluating a finished episode.
 
     Args:
-        reward: Scalar reward (MiniWoB++: raw in-page reward in [-1, 1]; sites and judge: 1.0 or 0.0).
+        reward: Scalar reward: 1.0 on success, else 0.0 (MiniWoB++'s raw in-page reward is in ``reasons``).
         success: The task was accomplished.
         reasons: Human-readable evidence (verifier checks, judge verdicts).
         env_failed: The browser failed during the episode; mask it.

@@ -1,4 +1,4 @@
-"""Programmatic evaluation: MiniWoB++'s in-page raw reward and the bundled sites' verifiers."""
+"""Programmatic evaluation: MiniWoB++'s in-page outcome and the bundled sites' verifiers, as binary rewards."""
 
 from __future__ import annotations
 
@@ -24,7 +24,10 @@ async def evaluate_programmatic(
         timeout_s: Bound of reading the page.
 
     Returns:
-        MiniWoB++: reward = raw in-page reward (wall-clock decay excluded), success = reward > 0.
+        MiniWoB++: success = raw in-page reward (wall-clock decay excluded) > 0, reward 1.0 on success else 0.0,
+        the raw reward in the reasons. Binary like the paper's judge: MiniWoB++ gives a wrong click -1 and an
+        episode left unfinished 0, so the raw reward would rank an unparseable action above a wrong click and
+        teach a policy to write invalid actions.
         Sites: reward 1.0 when every verifier check passes, else 0.0.
     """
     if task.evaluator == "miniwob":
@@ -33,7 +36,7 @@ async def evaluate_programmatic(
             return EvalResult(0.0, False, ["episode did not end in the page"])
         raw = float(status["raw"])
         reason = f"raw reward {raw:g}" + (f" ({status['reason']})" if status["reason"] else "")
-        return EvalResult(raw, raw > 0, [reason])
+        return EvalResult(1.0 if raw > 0 else 0.0, raw > 0, [reason])
     if task.evaluator == "site":
         from verl_asyncweb.env.tasks.sites import verify_site_task
 

@@ -40,7 +40,7 @@ class Task:
         start_url: Absolute URL, or a path starting with ``/`` served by the pool's local site server.
         allowed_origins: Origins the page may contact besides the local site server, e.g.
             ``"https://shop.example"``, ``"https://*.example.com"`` or ``"*"`` (any http(s) origin).
-        evaluator: ``"miniwob"`` (in-page raw reward), ``"site"`` (programmatic verifier) or ``"judge"``.
+        evaluator: ``"miniwob"`` (in-page outcome), ``"site"`` (programmatic verifier) or ``"judge"``.
         reference_answer: Expected answer, where the task has one.
         rubric: Rubric facts for the judge.
         seed: Seed of in-page task generation (MiniWoB++).
