@@ -44,6 +44,7 @@ import torch
 from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
 
 from verl_asyncweb.algo.config import check_behav_cap
+from verl_asyncweb.compare import metric_names as names
 
 logger = logging.getLogger(__name__)
 
@@ -117,14 +118,14 @@ def _metrics(tensors: dict[str, torch.Tensor], mask: torch.Tensor, low: float, h
     n = max(float(mask.sum()), 1.0)
     clip_rate = values[1] / n
     return {
-        "actor/pg_clipfrac": clip_rate,
-        "actor/ppo_kl": values[0] / n,
-        "actor/pg_clipfrac_lower": values[2] / n,
-        "actor/decoupled_clip_rate": clip_rate,
-        "actor/naive_clip_rate": values[3] / n,
-        "actor/behav_over_cap_frac": values[4] / n,
-        "actor/behav_w_mean": values[5] / n,
-        "actor/behav_w_max": values[6] if mask.any() else 0.0,
+        names.VERL_PG_CLIPFRAC: clip_rate,
+        names.VERL_PPO_KL: values[0] / n,
+        names.VERL_PG_CLIPFRAC_LOWER: values[2] / n,
+        names.DECOUPLED_CLIP_FRAC: clip_rate,
+        names.DECOUPLED_NAIVE_CLIP_FRAC: values[3] / n,
+        names.DECOUPLED_DROPPED_FRAC: values[4] / n,
+        names.BEHAV_W_MEAN: values[5] / n,
+        names.BEHAV_W_MAX: values[6] if mask.any() else 0.0,
     }
 
 

@@ -1,6 +1,6 @@
 """Metric names every run logs (DESIGN.md section 6), shared by the trainer (writer) and the tools (readers).
 
-The trainer should import these constants instead of spelling the strings, so a rename breaks loudly.
+The trainer imports these constants instead of spelling the strings, so a rename breaks loudly.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ VARIANT_CONFIG_KEYS = (CONFIG_STEP_NORM, CONFIG_ESTIMATOR, CONFIG_LOSS_MODE, CON
 
 # Episode counts of a step.
 TRAJECTORIES = "asyncweb/trajectories"
+TRAINED_TRAJECTORIES = "asyncweb/trained_trajectories"
 CONTEXT_OVERFLOWS = "asyncweb/context_overflows"
 
 # Run health.
@@ -65,8 +66,13 @@ ENV_FAILURES_TOTAL = "asyncweb/env_failures_total"
 SCREENSHOTS_PADDING_SAMPLES = "asyncweb/screenshots/padding_samples"
 SCREENSHOTS_FROM_RUN_FOLDER = "asyncweb/screenshots/from_run_folder"
 SCREENSHOTS_DROPPED_SAMPLES = "asyncweb/screenshots/dropped_samples"
+SCREENSHOTS_IMAGES_PER_STEP = "asyncweb/screenshots/images_per_step"
+SCREENSHOTS_BYTES_FETCHED = "asyncweb/screenshots/bytes_fetched"
+SCREENSHOTS_PAYLOAD_BYTES_PER_TRAJ = "asyncweb/screenshots/rollout_payload_bytes_per_traj"
 BEHAV_W_MEAN = "actor/behav_w_mean"
 BEHAV_W_MAX = "actor/behav_w_max"
+VERL_PPO_KL = "actor/ppo_kl"
+VERL_PG_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"
 
 EVERY_STEP = "every step"
 FINISHED = "steps with a finished trajectory (not failed by the environment)"

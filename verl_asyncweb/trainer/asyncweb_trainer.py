@@ -28,6 +28,7 @@ from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.workers.utils.padding import response_to_nested
 
 from verl_asyncweb.algo.trajectories import compute_multistep_advantages_for_batch, traj_ids_from_batch_keys
+from verl_asyncweb.compare import metric_names as names
 
 logger = logging.getLogger(__name__)
 
@@ -146,11 +147,11 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         real = [(key, tag) for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
         tags = [tag for _, tag in real]
         # Trajectories this update trained on (the useful throughput; finished ones are asyncweb/trajectories).
-        metrics["asyncweb/trained_trajectories"] = float(len(set(traj_ids_from_batch_keys([k for k, _ in real])[1])))
+        metrics[names.TRAINED_TRAJECTORIES] = float(len(set(traj_ids_from_batch_keys([k for k, _ in real])[1])))
         lags = np.array([global_steps - 1 - int(tag.get("min_global_steps") or 0) for tag in tags], dtype=float)
         if len(lags):
-            metrics["asyncweb/policy_lag/mean"] = float(lags.mean())
-            metrics["asyncweb/policy_lag/max"] = float(lags.max())
+            metrics[names.POLICY_LAG_MEAN] = float(lags.mean())
+            metrics[names.POLICY_LAG_MAX] = float(lags.max())
         metrics.update(self._pixel_metrics)
         watchdog = getattr(self.agent_loop_manager, "watchdog", None)
         if watchdog is not None:
@@ -158,5 +159,5 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         metrics.update(drain_episode_metrics(self, global_steps))
         step_s, wait_s = timing_raw.get("step", 0.0), timing_raw.get("gen", 0.0)
         if step_s > 0:
-            metrics["asyncweb/trainer_idle_frac"] = wait_s / step_s
-        metrics["asyncweb/wall_s"] = time.time() - self._started_at
+            metrics[names.TRAINER_IDLE_FRAC] = wait_s / step_s
+        metrics[names.WALL_S] = time.time() - self._started_at

@@ -17,6 +17,8 @@ from typing import Any
 
 import ray
 
+from verl_asyncweb.compare import metric_names as names
+
 logger = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT_S = 60.0
@@ -81,14 +83,14 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
     trainer._last_drain_at = now
     metrics = aggregate([episode["summary"] for episode in episodes])
     hours = max(now - window_start, 1e-6) / 3600.0
-    metrics["asyncweb/trajs_per_hour"] = len([e for e in episodes if not e["env_failed"]]) / hours
-    metrics["asyncweb/rollout_idle_frac"] = 1.0 - busy_fraction(intervals, window_start, now)
+    metrics[names.TRAJS_PER_HOUR] = len([e for e in episodes if not e["env_failed"]]) / hours
+    metrics[names.ROLLOUT_IDLE_FRAC] = 1.0 - busy_fraction(intervals, window_start, now)
     update = trainer._last_update_interval
     if update is not None:
         overlap = busy_fraction(intervals, *update) * (update[1] - update[0])
-        metrics["asyncweb/overlap/generation_during_update_s"] = overlap
-    metrics["asyncweb/env_failures_total"] = float(drained["totals"]["env_failures"])
-    metrics["asyncweb/episode_errors_total"] = float(drained["totals"]["episode_errors"])
+        metrics[names.OVERLAP_GENERATION_DURING_UPDATE] = overlap
+    metrics[names.ENV_FAILURES_TOTAL] = float(drained["totals"]["env_failures"])
+    metrics[names.EPISODE_ERRORS_TOTAL] = float(drained["totals"]["episode_errors"])
     write_episodes(os.environ.get(RUN_DIR_ENV), episodes, global_step, trainer.screenshots)
     release_screenshots(trainer, [e["traj_id"] for e in episodes], global_step)
     return metrics

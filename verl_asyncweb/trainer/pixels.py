@@ -26,6 +26,7 @@ from transfer_queue import KVBatchMeta
 
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 from verl_asyncweb.algo.trajectories import traj_ids_from_batch_keys
+from verl_asyncweb.compare import metric_names as names
 from verl_asyncweb.config.build import plain_dict
 from verl_asyncweb.run_folder import screenshot_path
 from verl_asyncweb.trainer.config import PixelRebuildConfig
@@ -52,12 +53,12 @@ class PixelStats:
     def metrics(self) -> dict[str, float]:
         per_traj = self.rollout_image_payload_bytes / max(self.trajectories, 1)
         return {
-            "asyncweb/screenshots/images_per_step": float(self.images),
-            "asyncweb/screenshots/bytes_fetched": float(self.image_bytes),
-            "asyncweb/screenshots/dropped_samples": float(self.dropped_samples),
-            "asyncweb/screenshots/padding_samples": float(self.padding_samples),
-            "asyncweb/screenshots/from_run_folder": float(self.from_run_folder),
-            "asyncweb/screenshots/rollout_payload_bytes_per_traj": per_traj,
+            names.SCREENSHOTS_IMAGES_PER_STEP: float(self.images),
+            names.SCREENSHOTS_BYTES_FETCHED: float(self.image_bytes),
+            names.SCREENSHOTS_DROPPED_SAMPLES: float(self.dropped_samples),
+            names.SCREENSHOTS_PADDING_SAMPLES: float(self.padding_samples),
+            names.SCREENSHOTS_FROM_RUN_FOLDER: float(self.from_run_folder),
+            names.SCREENSHOTS_PAYLOAD_BYTES_PER_TRAJ: per_traj,
         }
 
 
