@@ -203,16 +203,16 @@ def recipe_checks(recipe_dirs: list[str]) -> list[Check]:
     from verl_asyncweb.recipes_registry import RecipeError, recipe_files, recipe_names, recipes_dir, user_recipe_dirs
 
     try:
-        files = recipe_files(recipe_dirs)
         folders = user_recipe_dirs(recipe_dirs)
+        files = recipe_files(folders)
     except RecipeError as exc:
         return [Check("user recipes", False, str(exc), "fix the folder or rename the recipe")]
     packaged = recipes_dir().resolve()
+    flags = [arg for folder in folders for arg in ("--recipe-dir", str(folder))]
     checks = []
     for name in recipe_names(files):
         if files[name].parent.resolve() == packaged:
             continue
-        flags = [arg for folder in folders for arg in ("--recipe-dir", str(folder))]
         try:
             load_config([f"recipe={name}", *flags], allow_missing=True)
             checks.append(Check(f"recipe {name}", True, str(files[name])))

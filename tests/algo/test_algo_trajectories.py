@@ -7,7 +7,11 @@ from torch.testing import assert_close
 from verl.trainer.ppo import core_algos
 
 from verl_asyncweb.algo import estimators
-from verl_asyncweb.algo.trajectories import compute_multistep_advantages_for_batch, traj_ids_from_batch_keys
+from verl_asyncweb.algo.trajectories import (
+    compute_multistep_advantages_for_batch,
+    count_real_trajectories,
+    traj_ids_from_batch_keys,
+)
 
 RESP_LEN = 4
 
@@ -128,6 +132,13 @@ def test_batch_keys_split_into_uid_trajectory_and_step():
     assert steps == [0, 1, 0, 0]
     with pytest.raises(ValueError, match="batch key must look like"):
         traj_ids_from_batch_keys(["nounderscore"])
+
+
+def test_real_trajectories_are_counted_once_and_padding_rows_not_at_all():
+    keys = ["u1_0_0", "u1_0_1", "u1_1_0", "u2_0_0", "u1_1_0"]
+    tags = [{}, {}, {}, {"is_padding": True}, {"is_padding": True}]
+    assert count_real_trajectories(keys, tags) == 2
+    assert count_real_trajectories(keys, [{}] * 5) == 3
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,12 @@ def traj_ids_from_batch_keys(keys: Sequence[str]) -> tuple[list[str], list[str],
     return uids, traj_ids, steps
 
 
+def count_real_trajectories(keys: Sequence[str], tags: Sequence[dict]) -> int:
+    """Distinct trajectories among a batch's rows, leaving out the padding rows verl adds (``is_padding`` tag)."""
+    real = [key for key, tag in zip(keys, tags, strict=True) if not tag.get("is_padding", False)]
+    return len(set(traj_ids_from_batch_keys(real)[1]))
+
+
 def _spread(values: torch.Tensor, ids: torch.Tensor, size: int) -> torch.Tensor:
     """Per-trajectory max - min of ``values`` (float64), shape (size,)."""
     empty = torch.zeros(size, dtype=torch.float64)

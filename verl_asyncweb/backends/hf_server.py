@@ -66,6 +66,8 @@ class HFRolloutServer:
             for name in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
             if (token_id := getattr(config, name, None)) is not None
         ]
+        eos_ids = self.model.generation_config.eos_token_id
+        self.eos_token_ids = frozenset(eos_ids if isinstance(eos_ids, list) else [eos_ids])
         self.max_model_len = max_model_len
         self.weight_version = 0
         self.generator = torch.Generator().manual_seed(seed)
@@ -178,9 +180,8 @@ class HFRolloutServer:
         log_probs = torch.log_softmax(logits / scale, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
         # Aborted only if the abort cut it short: a response that ended (EOS or length) as the abort arrived is
         # complete, and verl must not continue it.
-        eos_ids = self.model.generation_config.eos_token_id
-        eos_ids = set(eos_ids if isinstance(eos_ids, list) else [eos_ids])
-        finished = len(new_tokens) == max_new_tokens or (len(new_tokens) > 0 and int(new_tokens[-1]) in eos_ids)
+        ended_on_eos = len(new_tokens) > 0 and int(new_tokens[-1]) in self.eos_token_ids
+        finished = len(new_tokens) == max_new_tokens or ended_on_eos
         aborted = self._abort_event.is_set() and not finished
         return new_tokens.tolist(), log_probs.tolist(), aborted, (start, time.time())
 

@@ -27,7 +27,11 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.workers.utils.padding import response_to_nested
 
-from verl_asyncweb.algo.trajectories import compute_multistep_advantages_for_batch, traj_ids_from_batch_keys
+from verl_asyncweb.algo.trajectories import (
+    compute_multistep_advantages_for_batch,
+    count_real_trajectories,
+    traj_ids_from_batch_keys,
+)
 from verl_asyncweb.compare import metric_names as names
 
 logger = logging.getLogger(__name__)
@@ -144,10 +148,9 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         from verl_asyncweb.trainer.episode_metrics import drain_episode_metrics
 
-        real = [(key, tag) for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
-        tags = [tag for _, tag in real]
+        tags = [tag for tag in batch.tags if not tag.get("is_padding", False)]
         # Trajectories this update trained on (the useful throughput; finished ones are asyncweb/trajectories).
-        metrics[names.TRAINED_TRAJECTORIES] = float(len(set(traj_ids_from_batch_keys([k for k, _ in real])[1])))
+        metrics[names.TRAINED_TRAJECTORIES] = float(count_real_trajectories(batch.keys, batch.tags))
         lags = np.array([global_steps - 1 - int(tag.get("min_global_steps") or 0) for tag in tags], dtype=float)
         if len(lags):
             metrics[names.POLICY_LAG_MEAN] = float(lags.mean())

@@ -25,7 +25,7 @@ from tensordict import NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
-from verl_asyncweb.algo.trajectories import traj_ids_from_batch_keys
+from verl_asyncweb.algo.trajectories import count_real_trajectories
 from verl_asyncweb.compare import metric_names as names
 from verl_asyncweb.config.build import plain_dict
 from verl_asyncweb.run_folder import screenshot_path
@@ -212,6 +212,5 @@ def attach_pixel_values(
     stats = PixelStats()
     for part in parts:
         stats.add(part)
-    real = [key for key, tag in zip(keys, tags, strict=True) if not tag.get("is_padding", False)]
-    stats.trajectories = len(set(traj_ids_from_batch_keys(real)[1]))
+    stats.trajectories = count_real_trajectories(keys, tags)
     return stats
