@@ -35,7 +35,15 @@ setup(
     version="0.1.0",
     description=__doc__,
     packages=find_packages(include=["verl_asyncweb", "verl_asyncweb.*"]),
-    package_data={"verl_asyncweb": ["config/*.yaml", "recipes/*.yaml", "env/sites/**/*", "backends/corpus/*.txt"]},
+    package_data={
+        "verl_asyncweb": [
+            "config/*.yaml",
+            "recipes/*.yaml",
+            "env/sites/**/*",
+            "backends/corpus/*.txt",
+            "plan/profiles/*.yaml",
+        ]
+    },
     include_package_data=True,
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
