@@ -28,6 +28,8 @@ def test_agent_config_defaults_match_design():
         ({"screenshot_put_timeout_s": 0}, "asyncweb.agent.screenshot_put_timeout_s must be a number > 0, got 0"),
         ({"observation": "pixels"}, "asyncweb.agent.observation must be one of"),
         ({"max_element_lines": 0}, "asyncweb.agent.max_element_lines must be >= 1, got 0"),
+        ({"click_target": "xy"}, "asyncweb.agent.click_target must be one of"),
+        ({"click_target": "element"}, "asyncweb.agent.click_target=element names elements of the element list"),
     ],
 )
 def test_agent_config_rejects_bad_values_with_key_and_value(overrides, message):

@@ -14,8 +14,10 @@ from verl_asyncweb.agent.prompts import (
     USER_INSTRUCTION,
     StepRecord,
     build_messages,
+    element_targets,
     format_elements,
     format_step_line,
+    system_prompt,
 )
 from verl_asyncweb.env.actions import ACTION_NAMES, parse_action
 
@@ -152,3 +154,19 @@ def test_format_elements_caps_lines_and_says_how_many_were_left_out():
     text = format_elements(ELEMENTS, max_lines=2)
     assert '[1] span "next"' in text and "[2]" not in text and "(1 more not shown)" in text
     assert format_elements("", max_lines=5) == "Elements: none"
+
+
+@pytest.mark.parametrize("name", ["full", "compact"])
+def test_element_click_target_prompt_names_elements_not_coordinates_for_click_and_type(name):
+    assert system_prompt(name) == SYSTEM_PROMPTS[name]
+    text = system_prompt(name, "element")
+    assert '{"name": "left_click", "arguments": {"element": i}}' in text
+    assert '{"name": "type", "arguments": {"text": "...", "element": i' in text
+    assert '"left_click", "arguments": {"coordinate"' not in text and '"...", "coordinate"' not in text
+
+
+def test_element_targets_are_the_listed_lines_only():
+    elements = '[0] button "ok" @(100,200)\n\n[2] span "a b" @(300,400)\n[5] input[text] name=q "" @(7,8)'
+    assert element_targets(elements, 2) == {0: (100, 200), 2: (300, 400)}
+    assert element_targets(elements, 40) == {0: (100, 200), 2: (300, 400), 5: (7, 8)}
+    assert element_targets(None, 40) is None

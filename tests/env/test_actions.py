@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 
 import pytest
 
@@ -123,3 +124,24 @@ def test_fuzzed_tool_calls_never_raise():
             payload = payload[:cut]
         parsed = parse_action(f"<tool_call>{payload}</tool_call>")
         assert parsed.valid == (parsed.error is None)
+
+
+def test_element_target_clicks_the_centre_of_the_listed_element():
+    targets = {0: (100, 200), 3: (500, 500)}
+    assert parse_action(call("left_click", element=3), element_targets=targets).action == LeftClick(640.0, 360.0)
+    typed = parse_action(call("type", text="hi", element=0, press_enter=True), element_targets=targets)
+    assert typed.action == TypeText("hi", True, (128.0, 144.0))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "targets", "reason"),
+    [
+        ({"element": 1}, None, "'element' needs the page's element list in the prompt"),
+        ({"element": 7}, {0: (1, 1)}, r"no element \[7\] in the list"),
+        ({"element": "0"}, {0: (1, 1)}, "'element' must be the index i of a listed element"),
+        ({"element": True}, {1: (1, 1)}, "'element' must be the index i of a listed element"),
+    ],
+)
+def test_bad_element_targets_are_invalid_actions_with_reason(arguments, targets, reason):
+    parsed = parse_action(call("left_click", **arguments), element_targets=targets)
+    assert not parsed.valid and re.search(reason, parsed.error), parsed.error

@@ -7,6 +7,8 @@ only.
 """
 
 import json
+import re
+from dataclasses import replace
 
 import pytest
 from omegaconf import OmegaConf
@@ -63,6 +65,26 @@ def test_demonstrations_are_successful_episodes_in_the_agents_layout(demos):
     target = link["response"].split('click "')[1].split('"')[0]
     elements = "".join(item.get("text", "") for item in link["messages"][1]["content"])
     assert f'span "{target}" @(' in elements
+
+
+def test_element_target_demonstrations_name_the_listed_target_and_succeed(tmp_path, learning_config):
+    _, asyncweb = learning_config
+    agent = replace(asyncweb.agent, click_target="element")
+    names = "click-test,click-button,click-link,click-tab,focus-text,click-dialog"
+    tasks = load_task_sources([f"miniwob:{names}"], seed=asyncweb.tasks.seed, miniwob_instances=1)
+    manifest = record_demos(tasks, agent, asyncweb.env, tmp_path)
+    assert manifest["episodes"] == 6 and not manifest["failed"], manifest["failed"]
+    for step in load_demos(tmp_path):
+        assert '{"name": "left_click", "arguments": {"element": i}}' in step["messages"][0]["content"]
+        call = json.loads(re.search(r"<tool_call>(.*)</tool_call>", step["response"]).group(1))
+        assert list(call["arguments"]) == ["element"], call
+        user_text = "".join(item.get("text", "") for item in step["messages"][1]["content"])
+        listed = re.search(rf"^\[{call['arguments']['element']}\] (\S+) \"(.*)\" @", user_text, re.MULTILINE)
+        assert listed, f"element {call['arguments']['element']} is not in the prompt's list"
+        if step["name"] == "focus-text":
+            assert listed.group(1).startswith("input")
+        elif step["name"] != "click-dialog":
+            assert step["response"].split('Intention: click "')[1].startswith(listed.group(2)), step["response"]
 
 
 async def test_demo_prompts_tokenize_as_the_agent_loop_tokenizes_them(demos, learning_config, tiny_model_path):

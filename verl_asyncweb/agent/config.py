@@ -13,6 +13,7 @@ from verl_asyncweb.config.build import build_config, check_int
 _PREFIX = "asyncweb.agent"
 OBSERVATIONS = ("screenshot", "screenshot+elements")
 SYSTEM_PROMPT_NAMES = ("full", "compact")
+CLICK_TARGETS = ("coordinate", "element")
 
 
 @dataclass
@@ -45,6 +46,10 @@ class AgentConfig(BaseConfig):
         max_element_lines: With ``screenshot+elements``, at most this many element lines are shown.
         system_prompt: ``full`` (the paper's instructions) or ``compact`` (the same action schema and layout in
             less than half the text; see :data:`~verl_asyncweb.agent.prompts.SYSTEM_PROMPTS`).
+        click_target: How the system prompt tells the model to name what it clicks or types into: ``coordinate``
+            (``[x, y]``, the paper's) or ``element`` (``{"element": i}``, the index of a listed element, as
+            BrowserGym's element ids; needs ``screenshot+elements``). With the element list shown, the parser
+            accepts both.
     """
 
     history_images: int = 1
@@ -60,6 +65,7 @@ class AgentConfig(BaseConfig):
     observation: str = "screenshot"
     max_element_lines: int = 40
     system_prompt: str = "full"
+    click_target: str = "coordinate"
 
     def __post_init__(self):
         check_int(f"{_PREFIX}.history_images", self.history_images, 1)
@@ -78,6 +84,13 @@ class AgentConfig(BaseConfig):
             )
         if self.observation not in OBSERVATIONS:
             raise ValueError(f"{_PREFIX}.observation must be one of {list(OBSERVATIONS)}, got {self.observation!r}")
+        if self.click_target not in CLICK_TARGETS:
+            raise ValueError(f"{_PREFIX}.click_target must be one of {list(CLICK_TARGETS)}, got {self.click_target!r}")
+        if self.click_target == "element" and not self.shows_elements:
+            raise ValueError(
+                f"{_PREFIX}.click_target=element names elements of the element list; "
+                f"set {_PREFIX}.observation=screenshot+elements"
+            )
         timeout = self.screenshot_put_timeout_s
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise ValueError(f"{_PREFIX}.screenshot_put_timeout_s must be a number > 0, got {timeout!r}")

@@ -120,7 +120,7 @@ def _image(data: bytes):
 
 def step_messages(agent_config: AgentConfig, state: EpisodeState, observation) -> tuple[list[dict], list[Any]]:
     """The chat messages of this step and the screenshots they reference (see :func:`.prompts.build_messages`)."""
-    from verl_asyncweb.agent.prompts import SYSTEM_PROMPTS, build_messages
+    from verl_asyncweb.agent.prompts import build_messages, system_prompt
 
     return build_messages(
         state.instruction,
@@ -130,10 +130,19 @@ def step_messages(agent_config: AgentConfig, state: EpisodeState, observation) -
         observation.screenshot,
         history_images=agent_config.history_images,
         max_history_text_rounds=agent_config.max_history_text_rounds,
-        system_prompt=SYSTEM_PROMPTS[agent_config.system_prompt],
+        system_prompt=system_prompt(agent_config.system_prompt, agent_config.click_target),
         elements=observation.accessibility_text if agent_config.shows_elements else None,
         max_element_lines=agent_config.max_element_lines,
     )
+
+
+def shown_element_targets(agent_config: AgentConfig, observation) -> dict[int, tuple[int, int]] | None:
+    """Centres of the elements this step's prompt lists (what ``{"element": i}`` clicks); ``None`` if it lists none."""
+    from verl_asyncweb.agent.prompts import element_targets
+
+    if not agent_config.shows_elements:
+        return None
+    return element_targets(observation.accessibility_text, agent_config.max_element_lines)
 
 
 def advance_state(state: EpisodeState, step_index: int, parsed, observation, result) -> None:
@@ -266,6 +275,7 @@ class WebAgentLoop(AgentLoopBase):
             text,
             coordinate_mode=self.env_config.coordinate_mode,
             viewport=(self.env_config.viewport_width, self.env_config.viewport_height),
+            element_targets=shown_element_targets(self.agent_config, observation),
         )
         earliest, version = generation_versions(output.extra_fields)
         state.versions.append((earliest, version))

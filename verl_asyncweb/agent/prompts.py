@@ -71,6 +71,32 @@ SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "compact": COMPACT_SYSTEM_PROMPT}
 """``asyncweb.agent.system_prompt``: ``full`` (the paper's instructions) or ``compact`` (the same action schema and
 layout in less than half the text, for small models on CPU, where the prompt's length is most of a step's cost)."""
 
+_ELEMENT_TARGETS = (
+    (
+        '{"name": "left_click", "arguments": {"coordinate": [x, y]}}',
+        '{"name": "left_click", "arguments": {"element": i}}',
+    ),
+    (
+        '{"name": "type", "arguments": {"text": "...", "coordinate": [x, y]',
+        '{"name": "type", "arguments": {"text": "...", "element": i',
+    ),
+    ('("coordinate" and "press_enter" are optional', '("element" and "press_enter" are optional'),
+)
+ELEMENT_TARGET_NOTE = "Click and type target an element of the element list by its index i ([i] in the list)."
+
+
+def system_prompt(name: str, click_target: str = "coordinate") -> str:
+    """The system prompt ``name`` (:data:`SYSTEM_PROMPTS`); with ``click_target="element"`` its click and type
+    actions name an element of the listed ones (``{"element": i}``) instead of a coordinate."""
+    text = SYSTEM_PROMPTS[name]
+    if click_target == "coordinate":
+        return text
+    for coordinate_form, element_form in _ELEMENT_TARGETS:
+        text = text.replace(coordinate_form, element_form)
+    first_line, rest = text.split("\n", 1)
+    return f"{first_line} {ELEMENT_TARGET_NOTE}\n{rest}"
+
+
 USER_INSTRUCTION = "Look at the current screenshot and respond in the required layout."
 
 
@@ -114,9 +140,23 @@ def format_step_line(record: StepRecord) -> str:
     return " ".join(parts)
 
 
+def _element_lines(elements: str) -> list[str]:
+    return [line for line in elements.splitlines() if line.strip()]
+
+
+def element_targets(elements: str | None, max_lines: int) -> dict[int, tuple[int, int]] | None:
+    """Index -> normalised centre of each element the prompt lists (what ``{"element": i}`` clicks); ``None``
+    when the prompt lists none."""
+    from verl_asyncweb.env.oracle import parse_element_lines
+
+    if elements is None:
+        return None
+    return {el["index"]: (el["x"], el["y"]) for el in parse_element_lines(_element_lines(elements)[:max_lines])}
+
+
 def format_elements(elements: str, max_lines: int) -> str:
     """The element list as prompt text: at most ``max_lines`` lines, with a note on how many were left out."""
-    lines = [line for line in elements.splitlines() if line.strip()]
+    lines = _element_lines(elements)
     shown = lines[:max_lines]
     text = "\n".join(["Elements on the page (kind, text, centre [x, y]):", *shown] if shown else ["Elements: none"])
     if len(lines) > len(shown):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +70,11 @@ class ParsedResponse:
 
 
 def parse_response(
-    text: Any, *, coordinate_mode: str = "normalized", viewport: tuple[int, int] = (1280, 720)
+    text: Any,
+    *,
+    coordinate_mode: str = "normalized",
+    viewport: tuple[int, int] = (1280, 720),
+    element_targets: Mapping[int, tuple[int, int]] | None = None,
 ) -> ParsedResponse:
     """Split a model response into Memory, Progress, Intention, Action and the parsed tool call; never raises.
 
@@ -77,11 +82,13 @@ def parse_response(
         text: The decoded model response.
         coordinate_mode: Passed to :func:`~verl_asyncweb.env.parse_action` (``"normalized"`` 0-1000 or ``"pixel"``).
         viewport: ``(width, height)`` passed to :func:`~verl_asyncweb.env.parse_action`.
+        element_targets: The listed elements' centres (:func:`~verl_asyncweb.agent.prompts.element_targets`),
+            passed to :func:`~verl_asyncweb.env.parse_action`.
 
     Returns:
         The parsed sections; errors are fields, not exceptions.
     """
-    action = parse_action(text, coordinate_mode=coordinate_mode, viewport=viewport)
+    action = parse_action(text, coordinate_mode=coordinate_mode, viewport=viewport, element_targets=element_targets)
     try:
         return _parse(text, action)
     except Exception as exc:  # model output must never crash the agent loop

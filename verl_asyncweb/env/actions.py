@@ -3,8 +3,10 @@
 Model output carries one ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block, either naming the
 action directly (``{"name": "left_click", "arguments": {"coordinate": [x, y]}}``) or in Qwen's computer-use form
 (``{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}``). Coordinates are
-normalised to 0-1000 on both axes (WebGym, the default) or given in viewport pixels; parsed actions always hold
-viewport pixels. Anything else becomes an invalid :class:`ParsedAction` with a reason that is shown to the model.
+normalised to 0-1000 on both axes (WebGym, the default) or given in viewport pixels. Where the prompt lists the
+page's elements, ``{"element": i}`` may replace a coordinate (set-of-marks targets, as BrowserGym's element ids):
+the point is the centre of element ``[i]``. Parsed actions always hold viewport pixels. Anything else becomes an
+invalid :class:`ParsedAction` with a reason that is shown to the model.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,7 +138,11 @@ class _Invalid(Exception):
 
 
 def parse_action(
-    text: Any, *, coordinate_mode: str = "normalized", viewport: tuple[int, int] = (1280, 720)
+    text: Any,
+    *,
+    coordinate_mode: str = "normalized",
+    viewport: tuple[int, int] = (1280, 720),
+    element_targets: Mapping[int, tuple[int, int]] | None = None,
 ) -> ParsedAction:
     """Parse one model response into an action; never raises.
 
@@ -143,6 +150,8 @@ def parse_action(
         text: The model's response, containing exactly one ``<tool_call>...</tool_call>`` block.
         coordinate_mode: ``"normalized"`` (0-1000) or ``"pixel"`` coordinates in the response.
         viewport: ``(width, height)`` in pixels, used to convert and range-check coordinates.
+        element_targets: Element index -> normalised (0-1000) centre of the elements the prompt listed;
+            ``{"element": i}`` clicks element ``[i]``. ``None``: the prompt listed none, and ``element`` is invalid.
 
     Returns:
         A :class:`ParsedAction`; ``valid`` is False and ``error`` says why when the response is unusable.
@@ -151,7 +160,8 @@ def parse_action(
     try:
         payload = _extract_tool_call(text)
         name, args = _name_and_arguments(payload)
-        return ParsedAction(_build(name, args, coordinate_mode, viewport), None, name)
+        point = _Point(coordinate_mode, viewport, element_targets)
+        return ParsedAction(_build(name, args, point), None, name)
     except _Invalid as exc:
         return ParsedAction(None, str(exc), name)
     except Exception as exc:  # model output must never crash the agent loop
@@ -200,19 +210,28 @@ def _name_and_arguments(payload: dict) -> tuple[str, dict]:
     return name, args
 
 
-def _build(name: str, args: dict, mode: str, viewport: tuple[int, int]) -> Action:
+@dataclass(frozen=True)
+class _Point:
+    """How a response names a point: coordinates in ``mode`` on ``viewport``, or an element of the listed ones."""
+
+    mode: str
+    viewport: tuple[int, int]
+    element_targets: Mapping[int, tuple[int, int]] | None
+
+
+def _build(name: str, args: dict, point: _Point) -> Action:
     if name == "left_click":
-        return LeftClick(*_coordinate(args, mode, viewport, required=True))
+        return LeftClick(*_coordinate(args, point, required=True))
     if name == "type":
         text = _string(args, ("text", "content"), MAX_TEXT_CHARS)
         press_enter = args.get("press_enter", args.get("enter", False))
         if not isinstance(press_enter, bool):
             raise _Invalid(f"'press_enter' must be true or false, got {press_enter!r:.40}")
-        return TypeText(text, press_enter, _coordinate(args, mode, viewport, required=False))
+        return TypeText(text, press_enter, _coordinate(args, point, required=False))
     if name == "key":
         return KeyPress(_keys(args))
     if name == "scroll":
-        return _scroll(args, mode, viewport)
+        return _scroll(args, point)
     if name == "wait":
         seconds = args.get("time", args.get("seconds", 1.0))
         if not _is_number(seconds) or seconds < 0:
@@ -246,7 +265,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _coordinate(args: dict, mode: str, viewport: tuple[int, int], required: bool) -> tuple[float, float] | None:
+def _coordinate(args: dict, point: _Point, required: bool) -> tuple[float, float] | None:
+    if "element" in args:
+        return _element_centre(args["element"], point)
+    mode, viewport = point.mode, point.viewport
     raw = args.get("coordinate")
     if raw is None and "x" in args and "y" in args:
         raw = [args["x"], args["y"]]
@@ -266,6 +288,18 @@ def _coordinate(args: dict, mode: str, viewport: tuple[int, int], required: bool
     if not (0 <= x < width and 0 <= y < height):
         raise _Invalid(f"coordinate ({x:g}, {y:g}) out of range; pixels lie in [0, {width}) x [0, {height})")
     return x, y
+
+
+def _element_centre(index: Any, point: _Point) -> tuple[float, float]:
+    if point.element_targets is None:
+        raise _Invalid("'element' needs the page's element list in the prompt; give a 'coordinate' [x, y]")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise _Invalid(f"'element' must be the index i of a listed element [i], got {str(index)[:40]}")
+    if index not in point.element_targets:
+        raise _Invalid(f"no element [{index}] in the list")
+    x, y = point.element_targets[index]
+    width, height = point.viewport
+    return min(x / 1000 * width, width - 1), min(y / 1000 * height, height - 1)
 
 
 def _keys(args: dict) -> tuple[str, ...]:
@@ -288,8 +322,8 @@ def _keys(args: dict) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _scroll(args: dict, mode: str, viewport: tuple[int, int]) -> Scroll:
-    at = _coordinate(args, mode, viewport, required=False)
+def _scroll(args: dict, point: _Point) -> Scroll:
+    at = _coordinate(args, point, required=False)
     if "pixels" in args and "direction" not in args:
         pixels = args["pixels"]  # Qwen computer-use: positive scrolls up
         if not _is_number(pixels):

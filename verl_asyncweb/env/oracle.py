@@ -18,15 +18,20 @@ class ElementNotFound(LookupError):
     """The oracle's target is not on screen."""
 
 
-def elements(obs: Observation) -> list[dict]:
-    """Parse the element list: dicts with ``kind``, ``name``, ``text``, ``x``, ``y`` (normalised 0-1000)."""
+def parse_element_lines(lines: list[str]) -> list[dict]:
+    """Element-list lines as dicts with ``index``, ``kind``, ``name``, ``text``, ``x``, ``y`` (normalised 0-1000)."""
     out = []
-    for line in (obs.accessibility_text or "").splitlines():
+    for line in lines:
         match = _LINE.match(line)
         if match:
-            _, kind, name, text, x, y = match.groups()
-            out.append({"kind": kind, "name": name, "text": text, "x": int(x), "y": int(y)})
+            index, kind, name, text, x, y = match.groups()
+            out.append({"index": int(index), "kind": kind, "name": name, "text": text, "x": int(x), "y": int(y)})
     return out
+
+
+def elements(obs: Observation) -> list[dict]:
+    """Parse the observation's element list (see :func:`parse_element_lines`)."""
+    return parse_element_lines((obs.accessibility_text or "").splitlines())
 
 
 def find(obs: Observation, text: str | None = None, kind: str | None = None, name: str | None = None) -> list[int]:

@@ -22,6 +22,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from tqdm import tqdm
 
 from verl_asyncweb.agent.config import AgentConfig
-from verl_asyncweb.agent.loop import EpisodeState, advance_state, step_messages
+from verl_asyncweb.agent.loop import EpisodeState, advance_state, shown_element_targets, step_messages
 from verl_asyncweb.agent.response import format_response, parse_response
 from verl_asyncweb.agent.screenshots import screenshot_key
 from verl_asyncweb.env import BrowserPool, BrowserPoolConfig, Task
@@ -43,6 +44,22 @@ logger = logging.getLogger(__name__)
 DEMOS_FILE = "demos.jsonl"
 MANIFEST_FILE = "manifest.json"
 SCREENSHOT_DIR = "screenshots"
+
+
+def element_tool_call(tool_call: str, targets: Mapping[int, tuple[int, int]]) -> str:
+    """The oracle's tool call with its coordinate replaced by the listed element centred there (``click_target:
+    element``); raises ``ValueError`` when no listed element is (the target is beyond the lines shown)."""
+    payload = json.loads(tool_call.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+    arguments = payload["arguments"]
+    if "coordinate" not in arguments:
+        return tool_call
+    point = tuple(arguments["coordinate"])
+    index = next((i for i, centre in targets.items() if tuple(centre) == point), None)
+    if index is None:
+        raise ValueError(f"no listed element is centred at {list(point)}")
+    payload["arguments"] = {("element" if k == "coordinate" else k): v for k, v in arguments.items()}
+    payload["arguments"]["element"] = index
+    return f"<tool_call>{json.dumps(payload)}</tool_call>"
 
 
 def demo_response(step_index: int, num_steps: int, action: OracleAction) -> str:
@@ -69,8 +86,13 @@ async def record_episode(
     async def act(action: OracleAction, num_steps: int):
         nonlocal observation, result
         messages, screenshots = step_messages(agent, state, observation)
+        targets = shown_element_targets(agent, observation)
+        if agent.click_target == "element":
+            action = replace(action, tool_call=element_tool_call(action.tool_call, targets))
         response = demo_response(len(steps), num_steps, action)
-        parsed = parse_response(response, coordinate_mode=env.coordinate_mode, viewport=viewport)
+        parsed = parse_response(
+            response, coordinate_mode=env.coordinate_mode, viewport=viewport, element_targets=targets
+        )
         result = await pool.step(session, parsed.action)
         advance_state(state, len(steps), parsed, observation, result)
         steps.append(

@@ -48,16 +48,42 @@ def latest_checkpoint_model(run_dir: Path) -> Path:
     )
 
 
+PROMPT_SETTINGS = ("observation", "system_prompt", "click_target", "max_element_lines")
+"""``asyncweb.agent`` keys that shape the prompt and the action form: a warm start is evaluated with its own."""
+
+
 def resolve(path: Path, recipe: str) -> tuple[Path, DictConfig, Path | None]:
-    """``(model folder, trainer config, run folder or None)`` for a run folder or a model folder."""
+    """``(model folder, trainer config, run folder or None)`` for a run folder or a model folder.
+
+    A model folder gets the recipe's settings, except that a warm start keeps the prompt settings its
+    demonstrations were recorded with (:data:`PROMPT_SETTINGS`): it was trained to answer those prompts.
+    """
     if (path / "config.json").is_file():
         from verl_asyncweb.main import load_config
 
         cfg, _ = load_config([f"recipe={recipe}"])
+        for key, value in demo_prompt_settings(path).items():
+            if cfg.asyncweb.agent[key] != value:
+                logger.warning("%s: asyncweb.agent.%s=%s as in its demonstrations", path, key, value)
+                cfg.asyncweb.agent[key] = value
         return path, cfg, None
     if (path / "config.yaml").is_file():
         return latest_checkpoint_model(path), OmegaConf.load(path / "config.yaml"), path
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
+
+
+def demo_prompt_settings(model_dir: Path) -> dict[str, Any]:
+    """The prompt settings of the demonstrations behind a warm start (empty for any other model folder)."""
+    from verl_asyncweb.agent.config import AgentConfig
+    from verl_asyncweb.learning.demos import MANIFEST_FILE
+    from verl_asyncweb.learning.warm_start import WARM_START_FILE
+
+    record = model_dir / WARM_START_FILE
+    manifest = Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE if record.is_file() else None
+    if manifest is None or not manifest.is_file():
+        return {}
+    recorded = json.loads(manifest.read_text())["agent"]
+    return {key: recorded.get(key, getattr(AgentConfig(), key)) for key in PROMPT_SETTINGS}
 
 
 def trained_instances(model_dir: Path, run_dir: Path | None) -> set[tuple[str, int]]:
