@@ -58,7 +58,7 @@ def _evaluate(path: Path, instances: int, temperature: float, log: Path) -> dict
     return json.loads(out.read_text())
 
 
-def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int) -> dict:
+def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int, recipe_overrides: list[str]) -> dict:
     """One RL run from the warm start; returns its wall time, throughput and peak memory."""
     run_dir = out / name
     summary = run_dir / "summary.json"
@@ -72,6 +72,7 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int)
             f"trainer.default_local_dir={run_dir}",
             f"trainer.total_training_steps={steps}",
             f"trainer.save_freq={steps}",
+            *recipe_overrides,
             *overrides,
         ]
         sampler = run_sampled(command, out / f"{name}.log", f"arm {name}")
@@ -119,6 +120,7 @@ def _table(record: dict) -> str:
         f"(loss {record['warm_start_loss_first']} -> {record['warm_start_loss_last']})",
         f"held-out success of the warm start: {record['held_out_before']:.3f} ({record['eval_instances']} instances"
         f" per task, T={record['temperature']:g})",
+        f"laptop_learning overrides: {' '.join(record.get('recipe_overrides') or []) or 'none'}",
         "",
         "| arm | steps | RL wall min | held-out before | held-out after | gain | trained traj/h | peak memory GiB |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -142,6 +144,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
     parser.add_argument("--temperature", type=float, default=1.0, help="evaluation temperature (the rollout's)")
     parser.add_argument("--arms", default="rl,control", help=f"comma-separated, from {list(ARMS)}")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override of laptop_learning for the demonstrations and every arm (repeatable), e.g. "
+        "asyncweb.agent.click_target=coordinate",
+    )
     args = parser.parse_args(argv)
     unknown = [arm for arm in args.arms.split(",") if arm not in ARMS]
     if unknown:
@@ -154,6 +164,7 @@ def main(argv: list[str]) -> int:
             "verl_asyncweb.learning.demos",
             f"--instances={args.instances}",
             f"--out={demos}",
+            *args.set,
             log=args.out / "demos.log",
         )
     if not (model / "warm_start.json").exists():
@@ -178,12 +189,13 @@ def main(argv: list[str]) -> int:
         "warm_start_loss_last": warm["loss_last"],
         "eval_instances": args.eval_instances,
         "temperature": args.temperature,
+        "recipe_overrides": args.set,
         "held_out_before": before["success"],
         "held_out_before_by_task": before["success_by_task"],
         "arms": [],
     }
     for name in args.arms.split(","):
-        result = run_arm(name, ARMS[name], model, args.out, args.rl_steps)
+        result = run_arm(name, ARMS[name], model, args.out, args.rl_steps, args.set)
         after = _evaluate(args.out / name, args.eval_instances, args.temperature, args.out / f"eval_{name}.log")
         result.update(held_out_after=after["success"], held_out_after_by_task=after["success_by_task"])
         record["arms"].append(result)

@@ -205,10 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=None, help="seeded instances per MiniWoB++ task")
     parser.add_argument("--seed", type=int, default=None, help="training base seed (default: the recipe's)")
     parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "overrides", nargs="*", help="key=value overrides of the recipe (e.g. asyncweb.agent.click_target=element)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    cfg, _ = load_config([f"recipe={args.recipe}"])
+    cfg, _ = load_config([f"recipe={args.recipe}", *args.overrides])
     asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     seed = asyncweb.tasks.seed if args.seed is None else args.seed
     if seed == HELD_OUT_SEED:
