@@ -17,6 +17,7 @@ from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from verl_asyncweb.agent.loop import WebAgentLoop
+from verl_asyncweb.agent.prompts import element_targets
 from verl_asyncweb.agent.response import parse_response
 from verl_asyncweb.config.schema import AsyncWebConfig
 from verl_asyncweb.learning.demos import load_demos, record_demos
@@ -53,12 +54,13 @@ def test_demonstrations_are_successful_episodes_in_the_agents_layout(demos):
     assert len(steps) == manifest["steps"] == 4
     assert {step["name"] for step in steps} == {"click-test", "click-link"}
     for step in steps:
-        parsed = parse_response(step["response"], viewport=(480, 320))
+        user_text = "\n".join(item.get("text", "") for item in step["messages"][1]["content"])
+        assert "Elements on the page" in user_text, "the recipe's observation includes the element list"
+        targets = element_targets(user_text, max_lines=100)
+        parsed = parse_response(step["response"], viewport=(480, 320), element_targets=targets)
         assert parsed.invalid_reason is None and parsed.action.name == "left_click"
         assert parsed.memory == {} and parsed.progress == {"done": 0, "left": 1}
         assert parsed.intention.startswith("click")
-        user_text = "".join(item.get("text", "") for item in step["messages"][1]["content"])
-        assert "Elements on the page" in user_text, "the recipe's observation includes the element list"
         assert len(step["images"]) == 1 and (out / step["images"][0]).is_file()
     # The click-link target is a <span> in MiniWoB's page: the element list must offer it.
     link = next(step for step in steps if step["name"] == "click-link")

@@ -138,11 +138,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench learning", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning"))
     parser.add_argument("--size", default="small", help="offline model size of the warm start")
-    parser.add_argument("--instances", type=int, default=40, help="demonstrated instances per task")
+    parser.add_argument("--instances", type=int, default=100, help="demonstrated instances per task")
     parser.add_argument("--warm-steps", type=int, default=200, help="supervised warm-start steps (partial)")
-    parser.add_argument("--rl-steps", type=int, default=60, help="RL steps per arm")
+    parser.add_argument("--rl-steps", type=int, default=30, help="RL steps per arm")
     parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
-    parser.add_argument("--temperature", type=float, default=1.0, help="evaluation temperature (the rollout's)")
+    parser.add_argument("--temperature", type=float, default=0.7, help="evaluation temperature (the rollout's)")
     parser.add_argument("--arms", default="rl,control", help=f"comma-separated, from {list(ARMS)}")
     parser.add_argument(
         "--set",

@@ -82,7 +82,7 @@ def demo_prompt_settings(model_dir: Path) -> dict[str, Any]:
     manifest = Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE if record.is_file() else None
     if manifest is None or not manifest.is_file():
         return {}
-    recorded = json.loads(manifest.read_text())["agent"]
+    recorded = json.loads(manifest.read_text()).get("agent", {})
     return {key: recorded.get(key, getattr(AgentConfig(), key)) for key in PROMPT_SETTINGS}
 
 
