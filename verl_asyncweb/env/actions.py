@@ -283,8 +283,7 @@ def _coordinate(args: dict, point: _Point, required: bool) -> tuple[float, float
     if mode == "normalized":
         if not (0 <= x <= 1000 and 0 <= y <= 1000):
             raise _Invalid(f"coordinate ({x:g}, {y:g}) out of range; normalised coordinates lie in [0, 1000]")
-        # Map onto pixel centres so 1000 stays inside the viewport.
-        return min(x / 1000 * width, width - 1), min(y / 1000 * height, height - 1)
+        return _normalised_to_pixels(x, y, viewport)
     if not (0 <= x < width and 0 <= y < height):
         raise _Invalid(f"coordinate ({x:g}, {y:g}) out of range; pixels lie in [0, {width}) x [0, {height})")
     return x, y
@@ -297,8 +296,12 @@ def _element_centre(index: Any, point: _Point) -> tuple[float, float]:
         raise _Invalid(f"'element' must be the index i of a listed element [i], got {str(index)[:40]}")
     if index not in point.element_targets:
         raise _Invalid(f"no element [{index}] in the list")
-    x, y = point.element_targets[index]
-    width, height = point.viewport
+    return _normalised_to_pixels(*point.element_targets[index], point.viewport)
+
+
+def _normalised_to_pixels(x: float, y: float, viewport: tuple[int, int]) -> tuple[float, float]:
+    """A 0-1000 point in viewport pixels, on pixel centres so that 1000 stays inside the viewport."""
+    width, height = viewport
     return min(x / 1000 * width, width - 1), min(y / 1000 * height, height - 1)
 
 
