@@ -38,6 +38,13 @@ async def pool():
         yield shared
 
 
+@pytest.fixture(scope="session")
+async def deterministic_pool():
+    """A second shared pool with ``deterministic_clock`` on (snapshot and replay tests, issue #16)."""
+    async with BrowserPool(pool_config(deterministic_clock=True)) as shared:
+        yield shared
+
+
 @pytest.fixture
 async def session(pool):
     """A pool session for one test (fresh cookie jar and site state at each reset), always released."""

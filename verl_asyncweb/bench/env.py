@@ -1,4 +1,4 @@
-"""Environment benchmark: ``python -m verl_asyncweb.bench env [--rounds R] [--soak-minutes M]``.
+"""Environment benchmark: ``python -m verl_asyncweb.bench env [--rounds R] [--soak-minutes M] [--fork [--out F]]``.
 
 Measures steps/s and CPU-ms per step (this process plus every descendant: Playwright driver, Chromium) of
 10-step episodes (click + 1280x720 JPEG screenshot per step) with N = 1, 4, 8 concurrent episodes, for four
@@ -10,16 +10,25 @@ strategies run side by side in interleaved rounds (medians reported):
 - ``bare``: a plain Playwright loop on reused pages (the floor the pool is compared with).
 
 ``--soak-minutes M`` instead runs the pool continuously and reports memory growth after warm-up and leaked processes.
+
+``--fork`` instead measures episode snapshots (issue #16) on a pool with ``deterministic_clock``: for MiniWoB++ tasks,
+bundled-site tasks and a page the pool does not serve (restored by action replay), each snapshotted after all but
+the last step of its scripted oracle, the median time of ``snapshot``, ``restore``, a fresh ``reset``, and replaying
+the prefix (``reset`` + one ``step`` with observation per action, what a branch costs without snapshots), each on a
+page that already shows the task's site (an untimed ``reset`` first), in interleaved rounds; ``--out`` writes them
+as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import psutil
 from aiohttp import web
@@ -264,6 +273,116 @@ async def run_soak(minutes: float, concurrency: int, executable: str) -> str:
     )
 
 
+FORK_MINIWOB = ("enter-text", "enter-password", "login-user", "click-checkboxes")
+FORK_SITES = ("site/wiki/bookmark-two", "site/shop/buy-p7", "site/cross/capital-company-order")
+FORK_WEB_STEPS = 8
+
+
+async def _fork_cases(pool, url: str) -> list[dict]:
+    """Run each oracle once; returns per case the task, its prefix (all oracle steps but the last) and snapshot."""
+    from verl_asyncweb.env import load_tasks
+    from verl_asyncweb.env.miniwob_oracle import miniwob_actions
+    from verl_asyncweb.env.oracle import click
+    from verl_asyncweb.env.tasks.site_checks import plan_step_actions
+    from verl_asyncweb.env.tasks.sites import site_task_spec
+
+    sites = {t.task_id: t for t in load_tasks("sites")}
+    cases = []
+    async with pool.session() as session:
+        for name in FORK_MINIWOB:
+            task = load_tasks("miniwob", names=[name], seed=7)[0]
+            obs = await pool.reset(session, task)
+            cases.append({"task": task, "prefix": [a.tool_call for a in miniwob_actions(name, obs)[:-1]]})
+        for task_id in FORK_SITES:
+            task, texts = sites[task_id], []
+            obs = await pool.reset(session, task)
+            for op, *args in site_task_spec(task).plan:
+                for text in plan_step_actions(op, args, obs):
+                    texts.append(text)
+                    obs = (await pool.step(session, text)).observation
+            cases.append({"task": task, "prefix": texts[:-1]})
+        web = Task("bench/web", "click", "webgym", 1, FORK_WEB_STEPS + 1, url, allowed_origins=(url.rstrip("/"),))
+        cases.append({"task": web, "prefix": [click([156, 181])] * (FORK_WEB_STEPS - 1)})  # the button
+        for case in cases:
+            await _replay_prefix(pool, session, case)
+            case["snapshot"] = await pool.snapshot(session)
+    return cases
+
+
+async def _replay_prefix(pool, session, case: dict) -> None:
+    obs = await pool.reset(session, case["task"])
+    for text in case["prefix"]:
+        if obs.env_failed:
+            raise RuntimeError(f"{case['task'].task_id}: the environment failed: {obs.error}")
+        obs = (await pool.step(session, text)).observation
+
+
+async def run_fork_benchmark(rounds: int, executable: str) -> dict:
+    """Median ms of snapshot / restore / reset / prefix replay per case, from ``rounds`` interleaved rounds."""
+    from verl_asyncweb.env import BrowserPool
+
+    runner, url = await serve_page()
+    config = BrowserPoolConfig(
+        num_browsers=1,
+        pages_per_browser=1,
+        chromium_args=tuple(ARGS),
+        executable_path=executable,
+        accessibility_text=True,
+        deterministic_clock=True,
+    )
+    try:
+        async with BrowserPool(config) as pool:
+            cases = await _fork_cases(pool, url)
+            times: list[dict[str, list[float]]] = [{} for _ in cases]
+            async with pool.session() as session:
+                for r in range(rounds):
+                    for case, samples in zip(cases, times, strict=True):
+                        measures = {
+                            "reset_ms": lambda c=case: pool.reset(session, c["task"]),
+                            "replay_ms": lambda c=case: _replay_prefix(pool, session, c),
+                            "restore_ms": lambda c=case: pool.restore(session, c["snapshot"]),
+                            "snapshot_ms": lambda: pool.snapshot(session),  # the page is at the snapshot here
+                        }
+                        names = list(measures)
+                        for name in names[r % 4 :] + names[: r % 4]:  # rotate the order from round to round
+                            await pool.reset(session, case["task"])  # untimed: the page shows the task's site
+                            if name == "snapshot_ms":
+                                await pool.restore(session, case["snapshot"])
+                            t0 = time.perf_counter()
+                            await measures[name]()
+                            samples.setdefault(name, []).append(1000 * (time.perf_counter() - t0))
+                    _emit(f"round {r + 1}/{rounds} done")
+            stats = pool.stats()
+    finally:
+        await runner.cleanup()
+    rows = []
+    for case, samples in zip(cases, times, strict=True):
+        snap = case["snapshot"]
+        row = {"task": case["task"].task_id, "kind": snap.kind, "exact": snap.exact, "prefix_steps": snap.steps}
+        row.update({name: statistics.median(values) for name, values in samples.items()})
+        row.update({"snapshot_bytes": len(snap.to_json()), "samples_ms": samples})
+        rows.append(row)
+    return {"rounds": rounds, "clock_step_ms": config.clock_step_ms, "cases": rows, "pool_stats": stats}
+
+
+def format_fork_table(result: dict) -> str:
+    lines = [
+        f"Episode snapshots (deterministic clock, 1 page), medians of {result['rounds']} interleaved rounds; "
+        "snapshot after all but the last oracle step; replay = reset + one observed step per prefix action",
+        "",
+        "| task | kind | exact | prefix steps | snapshot ms | restore ms | reset ms | replay ms | replay / restore "
+        "| snapshot bytes |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in result["cases"]:
+        lines.append(
+            f"| {row['task']} | {row['kind']} | {'yes' if row['exact'] else 'no'} | {row['prefix_steps']} "
+            f"| {row['snapshot_ms']:.0f} | {row['restore_ms']:.0f} | {row['reset_ms']:.0f} | {row['replay_ms']:.0f} "
+            f"| {row['replay_ms'] / row['restore_ms']:.1f}x | {row['snapshot_bytes']} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench env", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per (strategy, N)")
@@ -272,8 +391,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--soak-minutes", type=float, default=0.0, help="run the soak test instead (20 in the issue)")
     parser.add_argument("--soak-concurrency", type=int, default=4)
     parser.add_argument("--executable-path", default=None, help="Chromium binary (default: chromium on PATH)")
+    parser.add_argument("--fork", action="store_true", help="benchmark snapshot / restore / reset / prefix replay")
+    parser.add_argument("--out", type=Path, default=None, help="--fork: write the measurements to this JSON file")
     args = parser.parse_args(argv)
     executable = BrowserPoolConfig(executable_path=args.executable_path).resolve_executable()
+    if args.fork:
+        result = asyncio.run(run_fork_benchmark(args.rounds, executable))
+        _emit(format_fork_table(result))
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+            _emit(f"wrote {args.out}")
+        return 0
     if args.soak_minutes > 0:
         _emit(asyncio.run(run_soak(args.soak_minutes, args.soak_concurrency, executable)))
         return 0

@@ -23,6 +23,8 @@ _EXPORTS = {
     "load_tasks": "verl_asyncweb.env.tasks",
     "RubricJudge": "verl_asyncweb.env.evaluators.judge",
     "Session": "verl_asyncweb.env.session",
+    "EnvSnapshot": "verl_asyncweb.env.snapshot",
+    "SnapshotError": "verl_asyncweb.env.fork",
 }
 
 __all__ = sorted(_EXPORTS)

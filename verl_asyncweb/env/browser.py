@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
-from verl_asyncweb.env.config import BrowserPoolConfig
+from verl_asyncweb.env.config import DETERMINISTIC_CHROMIUM_ARGS, BrowserPoolConfig
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +41,13 @@ class BrowserSlot:
             if self.alive:
                 return False
             await self._discard()
+            args = list(self._config.chromium_args)
+            if self._config.deterministic_clock:
+                args += [a for a in DETERMINISTIC_CHROMIUM_ARGS if a not in args]
             self.browser = await asyncio.wait_for(
                 self._playwright.chromium.launch(
                     executable_path=self._config.resolve_executable(),
-                    args=list(self._config.chromium_args),
+                    args=args,
                     headless=True,
                     timeout=self._config.launch_timeout_s * 1000,
                 ),

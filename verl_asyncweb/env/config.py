@@ -22,6 +22,11 @@ DEFAULT_CHROMIUM_ARGS: tuple[str, ...] = (
     "--dns-prefetch-disable",
 )
 
+# Added with ``deterministic_clock``: partial raster re-rasterises only damaged areas, which leaves +-1 differences
+# in anti-aliased edges depending on the page's repaint history (measured: identical MiniWoB++ resets gave two
+# screenshot hashes); smooth scrolling animates on the wall clock.
+DETERMINISTIC_CHROMIUM_ARGS: tuple[str, ...] = ("--disable-partial-raster", "--disable-smooth-scrolling")
+
 # Extra flag for tests and offline runs: every host name except loopback fails to resolve, so nothing
 # outside this machine can be reached even by a request that slipped past ``context.route``.
 LOOPBACK_ONLY_ARGS: tuple[str, ...] = ("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",)
@@ -91,6 +96,12 @@ class BrowserPoolConfig(BaseConfig):
         timezone_id: Time zone of every context.
         site_host: Interface the bundled site server listens on (port chosen by the OS).
         start_site_server: Start the bundled site server (MiniWoB++ and the offline sites) with the pool.
+        deterministic_clock: Take page time off the wall clock so episodes replay and snapshots restore
+            identically (issue #16): a paused fake clock in every context, ``clock_step_ms`` of page time per step,
+            ``wait`` advances page time instead of sleeping, no caret blink. Off by default: pages then run in
+            real time, as a live agent sees them.
+        clock_step_ms: Page time one step lets pass when ``deterministic_clock`` is on (timers and animations due
+            in it run before the observation).
         latency: Simulated web latency (benchmarks).
     """
 
@@ -115,6 +126,8 @@ class BrowserPoolConfig(BaseConfig):
     timezone_id: str = "UTC"
     site_host: str = "127.0.0.1"
     start_site_server: bool = True
+    deterministic_clock: bool = False
+    clock_step_ms: int = 1000
     latency: LatencyConfig = field(default_factory=LatencyConfig)
 
     def __post_init__(self):
@@ -130,6 +143,8 @@ class BrowserPoolConfig(BaseConfig):
             "max_wait_s",
         ):
             _positive(f"asyncweb.env.{name}", getattr(self, name))
+        if not self.clock_step_ms >= 0:
+            raise ValueError(f"asyncweb.env.clock_step_ms must be >= 0, got {self.clock_step_ms!r}")
         if self.screenshot_format not in ("jpeg", "png"):
             raise ValueError(f"asyncweb.env.screenshot_format must be 'jpeg' or 'png', got {self.screenshot_format!r}")
         if not 1 <= self.screenshot_quality <= 100:

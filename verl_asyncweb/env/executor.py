@@ -18,9 +18,11 @@ from verl_asyncweb.env.actions import (
     Wait,
     describe,
 )
+from verl_asyncweb.env.clock import advance_page_clock
 from verl_asyncweb.env.config import BrowserPoolConfig
 from verl_asyncweb.env.observe import read_state
-from verl_asyncweb.env.session import Session
+from verl_asyncweb.env.page_state import apply_page_state
+from verl_asyncweb.env.session import Session, navigation_history
 from verl_asyncweb.env.stats import PoolStats
 
 logger = logging.getLogger(__name__)
@@ -59,14 +61,13 @@ async def perform(session: Session, action: Action, config: BrowserPoolConfig, s
     if isinstance(action, Wait):
         seconds = min(action.seconds, config.max_wait_s)
         # The model asked the page to run for a while; this is the action itself, not a wait for state.
-        await asyncio.sleep(seconds)
+        if config.deterministic_clock:
+            await advance_page_clock(page, seconds * 1000, t)
+        else:
+            await asyncio.sleep(seconds)
         return f"waited {seconds:g}s"
     if isinstance(action, GoBack):
-        response = await asyncio.wait_for(
-            page.go_back(wait_until="commit", timeout=config.navigation_timeout_s * 1000),
-            config.navigation_timeout_s + 1,
-        )
-        return "went back" if response is not None or session.navigated.is_set() else "no page to go back to"
+        return await _go_back(session, config)
     if isinstance(action, Navigate):
         refusal = session.policy.navigation_refusal(action.url)
         if refusal is not None:
@@ -77,6 +78,34 @@ async def perform(session: Session, action: Action, config: BrowserPoolConfig, s
     assert isinstance(action, Answer), action
     session.answer = action.text
     return f"answered {action.text[:80]!r}"
+
+
+async def _go_back(session: Session, config: BrowserPoolConfig) -> str:
+    """Go back within the episode: never to a page of an earlier episode of this pool page; past the page a
+    snapshot was restored on, to the snapshot's earlier URLs (issue #16)."""
+    page, t = session.page, config.action_timeout_s
+    if session.history_base >= 0:
+        index, _ = await navigation_history(session, t)
+        if index <= session.history_base:
+            if not session.virtual_history:
+                return "no page to go back to"
+            entry = session.virtual_history.pop()
+            await _goto(page, entry["url"], config)
+            # The page's CDP session answers again once the new document is in place (right after commit it
+            # reports "Not attached to an active page").
+            await asyncio.wait_for(
+                page.wait_for_load_state("domcontentloaded", timeout=config.navigation_timeout_s * 1000),
+                config.navigation_timeout_s + 1,
+            )
+            session.history_base, _ = await navigation_history(session, t)
+            if entry.get("form") or entry.get("scroll"):  # what the browser restores on going back
+                await apply_page_state(page, {"form": entry.get("form"), "scroll": entry.get("scroll")}, t)
+            return "went back"
+    response = await asyncio.wait_for(
+        page.go_back(wait_until="commit", timeout=config.navigation_timeout_s * 1000),
+        config.navigation_timeout_s + 1,
+    )
+    return "went back" if response is not None or session.navigated.is_set() else "no page to go back to"
 
 
 async def _goto(page: Any, url: str, config: BrowserPoolConfig) -> None:

@@ -16,31 +16,26 @@ from urllib.parse import urljoin, urlsplit
 
 from verl_asyncweb.env.actions import Action, Answer, ParsedAction, describe, parse_action
 from verl_asyncweb.env.browser import BrowserSlot
+from verl_asyncweb.env.clock import EPOCH_MS, advance_page_clock
 from verl_asyncweb.env.config import BrowserPoolConfig
 from verl_asyncweb.env.evaluators.programmatic import evaluate_programmatic
 from verl_asyncweb.env.executor import perform, settle
+from verl_asyncweb.env.fork import SnapshotMixin
 from verl_asyncweb.env.latency import LatencyModel
 from verl_asyncweb.env.network import NetworkPolicy, origin_of
 from verl_asyncweb.env.observe import observe
-from verl_asyncweb.env.results import EvalResult, Observation, StepResult
+from verl_asyncweb.env.results import EvalResult, Observation, StepResult, describe_error
 from verl_asyncweb.env.server import EPISODE_COOKIE, SiteServer
-from verl_asyncweb.env.session import Session, build_context, close_context, finish_cleanups
+from verl_asyncweb.env.session import Session, build_context, close_context, finish_cleanups, navigation_history
+from verl_asyncweb.env.snapshot import encode_action
 from verl_asyncweb.env.stats import PoolStats
-from verl_asyncweb.env.tasks.miniwob import EPISODE_MAX_TIME_MS
+from verl_asyncweb.env.tasks.miniwob import EPISODE_MAX_TIME_MS, START_EPISODE_JS
 from verl_asyncweb.env.tasks.task import Task
 
 logger = logging.getLogger(__name__)
 
-_MINIWOB_START_JS = """
-(args) => {
-  core.EPISODE_MAX_TIME = args.maxTime;
-  Math.seedrandom(args.seed);
-  core.startEpisodeReal();
-}
-"""
 
-
-class BrowserPool:
+class BrowserPool(SnapshotMixin):
     """Everlasting pool of Chromium pages for web-agent episodes.
 
     Usage::
@@ -51,6 +46,8 @@ class BrowserPool:
             result = await pool.step(session, model_text)       # or a parsed Action
             ev = await pool.evaluate(session, task, answer)     # before release
             await pool.release(session)
+
+    Episodes can be snapshotted and restored or forked onto another page (:class:`SnapshotMixin`).
 
     Args:
         config: Pool configuration.
@@ -117,7 +114,8 @@ class BrowserPool:
             await self._server.close()
 
     def stats(self) -> dict[str, int]:
-        """Counters: episodes, steps, timeouts, recoveries by rung, relaunches, blocked attempts, failures."""
+        """Counters: episodes, steps, timeouts, recoveries by rung, relaunches, blocked attempts, failures, and
+        snapshots taken / restored / restored by inexact action replay / whose restore did not reproduce them."""
         return self._stats.snapshot()
 
     async def acquire(self) -> Session:
@@ -162,6 +160,8 @@ class BrowserPool:
         session.task, session.steps, session.answer, session.reward = task, 0, None, None
         session.done, session.env_failed, session.error = False, False, None
         session.events.clear()
+        session.actions, session.virtual_history, session.wob_counters = [], [], None
+        session.departed.clear()
         last_error = "unknown"
         for attempt in range(2):  # second attempt runs on a rebuilt context (and relaunched browser if needed)
             try:
@@ -169,7 +169,7 @@ class BrowserPool:
                 session.last_observation = obs
                 return obs
             except Exception as exc:
-                last_error = _describe_error(exc, "reset", self.config.reset_timeout_s)
+                last_error = describe_error(exc, "reset", self.config.reset_timeout_s)
                 logger.warning("session %d reset attempt %d failed: %s", session.session_id, attempt + 1, last_error)
                 await self._recover(session, exc)
         session.done, session.env_failed, session.error = True, True, last_error
@@ -177,6 +177,16 @@ class BrowserPool:
         return Observation(env_failed=True, error=last_error)
 
     async def _reset_once(self, session: Session, task: Task) -> Observation:
+        url = await self._prepare_episode(session, task)
+        if task.evaluator == "miniwob":
+            return await self._reset_miniwob(session, task, url)
+        await self._goto(session, url)
+        state = await settle(session, self.config)
+        await self._start_history(session, (0.0, 0.0))
+        return await observe(session.page, session.cdp, self.config, state["title"])
+
+    async def _prepare_episode(self, session: Session, task: Task, site_state: dict | None = None) -> str:
+        """Healthy context, the task's network policy, fresh cookies and site state (a copy of ``site_state``)."""
         await self._ensure_healthy(session, task)
         url = self.resolve_url(task.start_url)
         origins = tuple(task.allowed_origins) or (origin_of(url),)
@@ -186,31 +196,50 @@ class BrowserPool:
         t = self.config.action_timeout_s
         await asyncio.wait_for(session.context.clear_cookies(), t)
         if self._server is not None:
-            session.episode_token = self._server.store.new_token()
+            if session.episode_token:
+                self._server.store.drop(session.episode_token)
+            session.episode_token = self._server.store.new_token(site_state)
             cookie = {"name": EPISODE_COOKIE, "value": session.episode_token, "url": self.site_origin}
             await asyncio.wait_for(session.context.add_cookies([cookie]), t)
-        page = session.page
-        if task.evaluator == "miniwob":
-            return await self._reset_miniwob(session, task, url)
+        return url
+
+    async def _goto(self, session: Session, url: str, wait_until: str = "domcontentloaded") -> None:
         session.navigated.clear()
         await asyncio.wait_for(
-            page.goto(url, wait_until="domcontentloaded", timeout=self.config.navigation_timeout_s * 1000),
+            session.page.goto(url, wait_until=wait_until, timeout=self.config.navigation_timeout_s * 1000),
             self.config.navigation_timeout_s + 1,
         )
-        state = await settle(session, self.config)
-        return await observe(page, session.cdp, self.config, state["title"])
+
+    async def _start_history(self, session: Session, mouse: tuple[float, float]) -> None:
+        """Mark the page's current history entry as the episode's first; with the deterministic clock, put the
+        mouse where the episode has it (hover styles would otherwise depend on the page's previous episode)."""
+        session.history_base, _ = await navigation_history(session, self.config.action_timeout_s)
+        if self.config.deterministic_clock:
+            await asyncio.wait_for(session.page.mouse.move(*mouse), self.config.action_timeout_s)
 
     async def _reset_miniwob(self, session: Session, task: Task, url: str) -> Observation:
+        await self._start_miniwob(session, task, url, counters=None)
+        return await self._observe_miniwob(session)
+
+    async def _start_miniwob(self, session: Session, task: Task, url: str, counters: dict | None) -> None:
+        """Seeded in-page start of a MiniWoB++ episode (loading the task page first if needed)."""
         page, t = session.page, self.config.action_timeout_s
         if urlsplit(page.url).path != urlsplit(url).path:
-            await asyncio.wait_for(
-                page.goto(url, wait_until="load", timeout=self.config.navigation_timeout_s * 1000),
-                self.config.navigation_timeout_s + 1,
-            )
+            await self._goto(session, url, wait_until="load")
+        # The mouse moves before the new instance exists, so no hover event of the old position reaches it.
+        await self._start_history(session, (0.0, 0.0))
         # In-page reset (~8 ms) instead of a reload; seeded; wall-clock decay and timeout pushed out of reach.
-        args = {"maxTime": EPISODE_MAX_TIME_MS, "seed": task.seed if task.seed is not None else 0}
-        await asyncio.wait_for(page.evaluate(_MINIWOB_START_JS, args), t)
+        args = {
+            "maxTime": EPISODE_MAX_TIME_MS,
+            "seed": task.seed if task.seed is not None else 0,
+            "counters": counters,
+            "timeMs": EPOCH_MS if self.config.deterministic_clock else None,
+        }
+        session.wob_counters = await asyncio.wait_for(page.evaluate(START_EPISODE_JS, args), t)
         await asyncio.wait_for(page.wait_for_function("() => WOB_TASK_READY", timeout=t * 1000), t + 1)
+
+    async def _observe_miniwob(self, session: Session) -> Observation:
+        page, t = session.page, self.config.action_timeout_s
         utterance = await asyncio.wait_for(page.evaluate("() => core.getUtterance()"), t)
         state = await settle(session, self.config)
         return await observe(page, session.cdp, self.config, state["title"], instruction=utterance)
@@ -236,11 +265,13 @@ class BrowserPool:
         if not parsed.valid:
             if not session.healthy:  # the page the episode was observing is gone: its next observation cannot exist
                 return await self._fail_step(session, "step: the browser page of this episode was lost", None)
+            session.actions.append(None)
             return self._invalid_step(session, parsed)
+        session.actions.append(encode_action(parsed.action, self.site_origin))
         try:
             return await asyncio.wait_for(self._step_once(session, parsed.action), self.config.step_timeout_s)
         except Exception as exc:
-            return await self._fail_step(session, _describe_error(exc, "step", self.config.step_timeout_s), exc)
+            return await self._fail_step(session, describe_error(exc, "step", self.config.step_timeout_s), exc)
 
     async def _fail_step(self, session: Session, error: str, exc: BaseException | None) -> StepResult:
         """End the episode as failed by the environment and recover the session for the next one."""
@@ -267,13 +298,25 @@ class BrowserPool:
         obs = getattr(session, "last_observation", None) or Observation()
         return StepResult(obs, done=done, info=f"invalid action: {parsed.error}", invalid_action=True)
 
+    async def _act(self, session: Session, action: Action, stats: PoolStats) -> tuple[str, dict]:
+        """Perform ``action``, let the page settle (and, with the deterministic clock, run one step of page time).
+
+        Returns:
+            The action's result text and the page state of :func:`settle`.
+        """
+        session.navigated.clear()
+        info = await perform(session, action, self.config, stats)
+        state = await settle(session, self.config)
+        if self.config.deterministic_clock:
+            await advance_page_clock(session.page, self.config.clock_step_ms, self.config.action_timeout_s)
+            state = await settle(session, self.config)  # a timer may have navigated or ended the MiniWoB++ episode
+        await finish_cleanups(session, self.config.close_timeout_s)
+        return info, state
+
     async def _step_once(self, session: Session, action: Action) -> StepResult:
         task = session.task
         assert task is not None
-        session.navigated.clear()
-        info = await perform(session, action, self.config, self._stats)
-        state = await settle(session, self.config)
-        await finish_cleanups(session, self.config.close_timeout_s)
+        info, state = await self._act(session, action, self._stats)
         session.steps += 1
         if session.events:
             info += "; " + "; ".join(session.events)
@@ -314,7 +357,7 @@ class BrowserPool:
         try:
             return await evaluate_programmatic(session, task, answer, store, self.config.action_timeout_s)
         except Exception as exc:
-            error = _describe_error(exc, "evaluation", self.config.action_timeout_s)
+            error = describe_error(exc, "evaluation", self.config.action_timeout_s)
             return EvalResult(env_failed=True, reasons=[error])
 
     # ---- recovery ladder ------------------------------------------------------------------------------------
@@ -356,10 +399,3 @@ class BrowserPool:
     def _count_relaunch(self) -> None:
         self._stats.add("relaunches")
         self._stats.add("recoveries_relaunch")
-
-
-def _describe_error(exc: BaseException, during: str, timeout_s: float) -> str:
-    if isinstance(exc, TimeoutError):
-        return f"{during} timed out after {timeout_s:g}s"
-    text = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return f"{during} failed: {type(exc).__name__}: {text}"

@@ -77,3 +77,11 @@ class EvalResult:
     def masked(self) -> bool:
         """Whether this episode must be left out of training and of success rates."""
         return self.env_failed or self.blocked or self.evaluator_failed
+
+
+def describe_error(exc: BaseException, during: str, timeout_s: float) -> str:
+    """One line for an infrastructure failure: ``"step timed out after 6s"``, ``"reset failed: Error: ..."``."""
+    if isinstance(exc, TimeoutError):
+        return f"{during} timed out after {timeout_s:g}s"
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"{during} failed: {type(exc).__name__}: {text}"

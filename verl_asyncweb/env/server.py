@@ -7,6 +7,7 @@ in process or through ``GET /api/state?episode=TOKEN``.
 
 from __future__ import annotations
 
+import copy
 import logging
 import secrets
 from typing import Any
@@ -27,10 +28,10 @@ class EpisodeStore:
     def __init__(self) -> None:
         self._states: dict[str, dict[str, Any]] = {}
 
-    def new_token(self) -> str:
-        """A fresh episode token with an empty state."""
+    def new_token(self, state: dict[str, Any] | None = None) -> str:
+        """A fresh episode token with an empty state, or a deep copy of ``state`` (a restored snapshot's)."""
         token = secrets.token_hex(8)
-        self._states[token] = {}
+        self._states[token] = copy.deepcopy(state) if state else {}
         while len(self._states) > _MAX_EPISODES:
             self._states.pop(next(iter(self._states)))
         return token

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from verl_asyncweb.env.browser import BrowserSlot
+from verl_asyncweb.env.clock import install_clock
 from verl_asyncweb.env.config import BrowserPoolConfig
 from verl_asyncweb.env.network import BINDING, NetworkPolicy, guard_script
+from verl_asyncweb.env.page_state import DEPARTURE_BINDING, DEPARTURE_SCRIPT
 from verl_asyncweb.env.results import Observation
 from verl_asyncweb.env.stats import PoolStats
 from verl_asyncweb.env.tasks.task import Task
 
 logger = logging.getLogger(__name__)
 _ids = itertools.count()
+_MAX_DEPARTURES = 64  # pages whose departure state an episode remembers (oldest forgotten first)
+_MAX_DEPARTURE_CHARS = 64_000
 
 
 @dataclass(eq=False)
@@ -51,6 +56,16 @@ class Session:
     cleanups: set[asyncio.Task] = field(default_factory=set)
     in_use: bool = False
     last_observation: Observation | None = None
+    # What snapshots need (issue #16): the executed action prefix (encoded, None for an invalid action), the index
+    # of the episode's first entry in the page's history, the form values and scroll each page had when the
+    # episode left it (by URL; what the browser restores on going back), earlier pages of a restored episode
+    # ({"url", "form", "scroll"}: go_back targets beyond the restored page) and the MiniWoB++ counters the page
+    # showed when the episode started.
+    actions: list[dict | None] = field(default_factory=list)
+    history_base: int = -1
+    departed: dict[str, dict] = field(default_factory=dict)
+    virtual_history: list[dict] = field(default_factory=list)
+    wob_counters: dict | None = None
 
     @property
     def healthy(self) -> bool:
@@ -87,6 +102,8 @@ async def build_context(session: Session, config: BrowserPoolConfig, stats: Pool
         timeout_s,
     )
     session.context = context
+    if config.deterministic_clock:
+        await install_clock(context, timeout_s)
     context.set_default_timeout(config.action_timeout_s * 1000)
     context.set_default_navigation_timeout(config.navigation_timeout_s * 1000)
 
@@ -107,8 +124,22 @@ async def build_context(session: Session, config: BrowserPoolConfig, stats: Pool
         # "aborted" keeps the current document for a blocked navigation instead of committing an error page.
         await route.abort("aborted" if request.is_navigation_request() else "blockedbyclient")
 
+    def on_departure(source: Any, url: str, state: str) -> None:
+        if session.page is None or source.get("page") is not session.page or len(state) > _MAX_DEPARTURE_CHARS:
+            return
+        try:
+            saved = json.loads(state)
+        except ValueError:  # the binding is visible to page scripts; a page may call it with anything
+            return
+        session.departed.pop(url, None)
+        session.departed[url] = saved
+        while len(session.departed) > _MAX_DEPARTURES:
+            session.departed.pop(next(iter(session.departed)))
+
     await asyncio.wait_for(context.expose_binding(BINDING, on_blocked), timeout_s)
+    await asyncio.wait_for(context.expose_binding(DEPARTURE_BINDING, on_departure), timeout_s)
     await asyncio.wait_for(context.add_init_script(guard_script(popups)), timeout_s)
+    await asyncio.wait_for(context.add_init_script(DEPARTURE_SCRIPT), timeout_s)
     await asyncio.wait_for(context.route("**/*", on_route), timeout_s)
     page = await asyncio.wait_for(context.new_page(), timeout_s)
 
@@ -138,6 +169,12 @@ async def build_context(session: Session, config: BrowserPoolConfig, stats: Pool
     session.generation = session.slot.generation
     session.context_popups = popups
     session.context_downloads = downloads
+
+
+async def navigation_history(session: Session, timeout_s: float) -> tuple[int, list[str]]:
+    """``(current index, entry URLs)`` of the session page's history."""
+    reply = await asyncio.wait_for(session.cdp.send("Page.getNavigationHistory"), timeout_s)
+    return reply["currentIndex"], [entry["url"] for entry in reply["entries"]]
 
 
 def _track(session: Session, cleanup) -> None:

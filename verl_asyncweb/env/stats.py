@@ -18,6 +18,10 @@ COUNTERS = (
     "blocked_popups",
     "blocked_downloads",
     "evaluations",
+    "snapshots",
+    "snapshots_restored",
+    "snapshots_replayed",
+    "snapshots_diverged",
 )
 
 

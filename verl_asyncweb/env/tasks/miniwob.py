@@ -13,6 +13,37 @@ MINIWOB_URL_PREFIX = "/miniwob/"
 # the raw reward anyway (DESIGN.md section 4).
 EPISODE_MAX_TIME_MS = 10**9
 
+# In-page reset of a MiniWoB++ task. Returns the counters and reward history the page shows (they persist across
+# the in-page episodes and are visible in screenshots); a snapshot restore passes them back in ``args.counters``.
+# Focus left by the previous episode (static elements survive the regeneration) is dropped.
+START_EPISODE_JS = """
+(args) => {
+  const display = ['reward-last', 'reward-avg', 'episode-id'];
+  const c = args.counters;
+  if (c) {
+    WOB_EPISODE_ID = c.episode_id; core.wob_latest = c.latest; core.wob_scores = c.scores.slice();
+    for (const id of display) {
+      const el = document.getElementById(id), [html, style] = c.display[id] || ['', null];
+      if (!el) continue;
+      el.innerHTML = html;
+      if (style === null) el.removeAttribute('style'); else el.setAttribute('style', style);
+    }
+  }
+  const counters = {episode_id: WOB_EPISODE_ID, latest: core.wob_latest === undefined ? '-' : core.wob_latest,
+                    scores: (core.wob_scores || []).slice(), display: {}};
+  for (const id of display) {
+    const el = document.getElementById(id);
+    if (el) counters.display[id] = [el.innerHTML, el.getAttribute('style')];
+  }
+  if (document.activeElement && document.activeElement !== document.body) document.activeElement.blur();
+  if (args.timeMs !== null && globalThis.__pwClock) globalThis.__pwClock.controller.setSystemTime(args.timeMs);
+  core.EPISODE_MAX_TIME = args.maxTime;
+  Math.seedrandom(args.seed);
+  core.startEpisodeReal();
+  return counters;
+}
+"""
+
 
 def miniwob_html_root() -> Path:
     """Directory holding MiniWoB++'s ``core/``, ``common/`` and ``miniwob/`` HTML.
