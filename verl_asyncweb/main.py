@@ -8,6 +8,7 @@ this attempt) and verl's own ``TaskRunnerV1`` runs the job. ``recipe=`` defaults
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -15,11 +16,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# verl first: importing verl loads this plugin; starting from one of our modules that imports verl would make
-# that plugin import circular (and verl swallows the ImportError).
-import verl  # noqa: F401, I001
 from omegaconf import DictConfig, OmegaConf
 
+from verl_asyncweb.console import ConsoleLogging, StepReporter, format_summary
 from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
     RECIPE_PATH_ENV,
@@ -35,6 +34,8 @@ MODEL_PATH_KEY = "actor_rollout_ref.model.path"
 REQUIRED_KEYS = (MODEL_PATH_KEY, "data.train_files", "data.val_files")
 # verl counts the weight versions a trajectory spans; derived from asyncweb.staleness (eta) as eta + 1.
 STALENESS_THRESHOLD_KEY = "trainer.v1.sampler.max_off_policy_threshold"
+STARTUP_CONCURRENCY_ENV = "RAY_worker_maximum_startup_concurrency"
+CPU_STARTUP_CONCURRENCY = 16
 
 
 class SetupError(RuntimeError):
@@ -51,10 +52,12 @@ class Invocation:
     print_config: bool = False
     resolve: bool = False
     help: bool = False
+    verbose: bool = False
 
 
 def parse_argv(argv: list[str]) -> Invocation:
-    """``recipe=NAME|FILE``, ``key=value`` overrides, ``--recipe-dir DIR``, ``--cfg job``, ``--resolve``, ``--help``."""
+    """``recipe=NAME|FILE``, ``key=value`` overrides, ``--recipe-dir DIR``, ``--cfg job``, ``--resolve``, ``-v``,
+    ``--help``."""
     invocation, args = Invocation(), list(argv)
     while args:
         arg = args.pop(0)
@@ -73,13 +76,15 @@ def parse_argv(argv: list[str]) -> Invocation:
                 invocation.recipe_dirs.append(value)
         elif arg == "--resolve":
             invocation.resolve = True
+        elif arg in ("-v", "--verbose"):
+            invocation.verbose = True
         elif arg in ("-m", "--multirun"):
             raise SetupError(
                 "multirun is not supported here: run variants with python -m verl_asyncweb.compare --sweep "
                 "(one run folder per variant, then a comparison table)"
             )
         elif arg.startswith("-"):
-            raise SetupError(f"unknown option {arg!r}; options: --cfg job, --resolve, --recipe-dir DIR, --help")
+            raise SetupError(f"unknown option {arg!r}; options: --cfg job, --resolve, --recipe-dir DIR, -v, --help")
         elif arg.startswith("recipe="):
             invocation.recipe = arg.split("=", 1)[1]
         elif "=" in arg:
@@ -95,6 +100,9 @@ def load_config(argv: list[str], allow_missing: bool = False):
     With ``allow_missing`` (``--cfg job``) a recipe whose ``asyncweb`` values are still ``???`` composes with
     them visible and the typed config is ``None``; derived keys are filled in either way.
     """
+    # verl first: importing verl loads this plugin; starting from one of our modules that imports verl would make
+    # that plugin import circular (and verl swallows the ImportError).
+    import verl  # noqa: F401, I001
     from verl_asyncweb.algo.verl_keys import check_verl_config
     from verl_asyncweb.config.schema import AsyncWebConfig
 
@@ -300,9 +308,11 @@ def worker_env(cfg: DictConfig, metrics_path: Path, run: RunFolder) -> dict[str,
     return env
 
 
-def start_ray(cfg: DictConfig, env: dict[str, str]) -> None:
+def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> None:
     import ray
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    console.quiet_libraries()  # importing ray gave its logger a console handler
 
     runtime_env = get_ppo_ray_runtime_env(cfg)
     runtime_env.setdefault("env_vars", {}).update(env)
@@ -311,10 +321,26 @@ def start_ray(cfg: DictConfig, env: dict[str, str]) -> None:
     user_env = ray_init.pop("runtime_env", {}) or {}
     runtime_env["env_vars"].update(user_env.get("env_vars", {}))
     os.environ.update(env)
-    ray.init(**ray_init, runtime_env={**user_env, **runtime_env})
+    if cfg.asyncweb.platform == "cpu" and _starts_local_cluster(ray_init):
+        # ~8 worker processes start at once on 2 cores: the default limit (num_cpus) makes the raylet warn about
+        # "4x the maximum expected startup concurrency" on every run, although nothing is wrong.
+        os.environ.setdefault(STARTUP_CONCURRENCY_ENV, str(CPU_STARTUP_CONCURRENCY))
+    with console.stderr_to_log("ray"):
+        ray.init(**{**console.ray_init_kwargs(), **ray_init}, runtime_env={**user_env, **runtime_env})
+    console.quiet_libraries()
+    console.link_ray_logs()
 
 
-def run(argv: list[str]) -> dict:
+def _starts_local_cluster(ray_init: dict) -> bool:
+    """``ray.init`` will start a new cluster: no address given and no local cluster running to join."""
+    if ray_init.get("address") or os.environ.get("RAY_ADDRESS"):
+        return False
+    from ray._private.utils import read_ray_address
+
+    return not read_ray_address()
+
+
+def run(argv: list[str], console: ConsoleLogging) -> dict:
     """Run one job; returns the summary written to the run folder."""
     started_at = time.time()
     cfg, asyncweb = load_config(argv)
@@ -324,6 +350,7 @@ def run(argv: list[str]) -> dict:
     check_registrations(cpu)
 
     run_folder = RunFolder(Path(cfg.trainer.default_local_dir).expanduser().resolve()).prepare()
+    console.attach(run_folder.root)
     prepare_inputs(cfg, asyncweb, run_folder)
     metrics_path = run_folder.next_metrics_path()
     missing = [
@@ -334,23 +361,51 @@ def run(argv: list[str]) -> dict:
     if missing:
         raise SetupError(f"recipe {asyncweb.recipe!r} needs values for {missing}: pass them as key=value overrides")
     run_folder.write_config(cfg)
-    logger.info("run folder %s (metrics: %s)", run_folder.root, metrics_path.name)
+    logger.info("run folder %s (metrics: %s, logs: %s)", run_folder.root, metrics_path.name, console.log_dir)
 
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    start_ray(cfg, worker_env(cfg, metrics_path, run_folder))
-    if not cpu:
-        check_gpus(cfg)
-    from verl_asyncweb.doctor import format_report, worker_registration_checks
+    console.quiet_libraries()
+    with contextlib.redirect_stdout(_LogWriter(logging.getLogger("verl.utils.config"))):
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    start_ray(cfg, worker_env(cfg, metrics_path, run_folder), console)
+    try:
+        if not cpu:
+            check_gpus(cfg)
+        from verl_asyncweb.doctor import format_report, worker_registration_checks
 
-    failed = [check for check in worker_registration_checks(cpu) if not check.ok]
-    if failed:
-        raise SetupError("registrations are missing inside Ray workers:\n" + format_report(failed))
-    run_ppo(cfg, task_runner_class=TaskRunnerV1)
-    return run_folder.write_summary(started_at, {"recipe": asyncweb.recipe, "metrics_file": metrics_path.name})
+        failed = [check for check in worker_registration_checks(cpu) if not check.ok]
+        if failed:
+            raise SetupError("registrations are missing inside Ray workers:\n" + format_report(failed))
+        logger.info("workers starting (the first step takes a minute or two on CPU)")
+        done_steps = max(run_folder.read_metrics(), default=0)
+        reporter = StepReporter(metrics_path, cfg.trainer.total_training_steps, first_step=done_steps).start()
+        try:
+            run_ppo(cfg, task_runner_class=TaskRunnerV1)
+        finally:
+            reporter.stop()
+    finally:
+        console.keep_ray_logs()
+    extra = {"recipe": asyncweb.recipe, "metrics_file": metrics_path.name, "run_dir": str(run_folder.root)}
+    return run_folder.write_summary(started_at, extra)
+
+
+class _LogWriter:
+    """A file-like sink for libraries that ``print``: each line becomes a log record."""
+
+    def __init__(self, target: logging.Logger):
+        self.target = target
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if line.strip():
+                self.target.info(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
 
 
 def usage(recipe_dirs: list[str]) -> str:
@@ -360,12 +415,13 @@ def usage(recipe_dirs: list[str]) -> str:
     files = recipe_files(recipe_dirs)
     lines = [
         "usage: python -m verl_asyncweb.main [recipe=NAME|FILE.yaml] [key=value ...] [--recipe-dir DIR] "
-        "[--cfg job [--resolve]]",
+        "[--cfg job [--resolve]] [-v]",
         "",
         "  recipe=NAME      a recipe of the package or of a recipe folder (default cpu_smoke); recipe=FILE.yaml",
         f"  --recipe-dir DIR a folder of your recipes (repeatable; also ${RECIPE_PATH_ENV}, {os.pathsep}-separated)",
         "  --cfg job        print the composed config as it would run (derived keys included) and start nothing",
         "  --resolve        with --cfg job: resolve interpolations",
+        "  -v, --verbose    libraries' warnings and Ray workers' output on the console too (else in RUN/logs/)",
         "  variants of a recipe: python -m verl_asyncweb.compare --sweep",
         "",
         "recipes:",
@@ -379,10 +435,15 @@ def usage(recipe_dirs: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     argv = sys.argv[1:] if argv is None else argv
     try:
         invocation = parse_argv(argv)
+    except SetupError as exc:
+        print(f"verl_asyncweb: {exc}", file=sys.stderr)
+        return 2
+    console = ConsoleLogging(verbose=invocation.verbose)
+    console.install()  # before verl is imported: its import warns
+    try:
         if invocation.help:
             print(usage(invocation.recipe_dirs))
             return 0
@@ -390,11 +451,20 @@ def main(argv: list[str] | None = None) -> int:
             cfg, _ = load_config(argv, allow_missing=True)
             print(OmegaConf.to_yaml(cfg, resolve=invocation.resolve))
             return 0
-        summary = run(argv)
+        summary = run(argv, console)
     except (RecipeError, SetupError) as exc:
         print(f"verl_asyncweb: {exc}", file=sys.stderr)
         return 2
-    print(f"verl_asyncweb: finished {summary['last_step']} steps in {summary['wall_s']:.0f} s")
+    except BaseException:
+        if console.log_dir is not None:
+            print(f"verl_asyncweb: the run stopped; its logs are in {console.log_dir}", file=sys.stderr)
+        raise
+    finally:
+        console.close()
+    run_root = Path(summary["run_dir"])
+    steps = RunFolder(run_root).read_metrics()
+    command = " ".join(["python -m verl_asyncweb.main", *argv])
+    print(format_summary(summary, steps, run_root, command))
     return 0
 
 

@@ -193,6 +193,24 @@ def test_sync_run_of_the_same_recipe(sync_run):
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
 
 
+def test_console_is_short_lines_and_a_summary_with_the_rest_in_the_run_folder(sync_run):
+    """By default a person sees a short line per step and the summary; libraries' warnings, verl's metrics lines
+    and Ray workers' output are in the run folder's logs (copied out of Ray's temporary folder)."""
+    run_dir = sync_run
+    lines = (run_dir.parent / "sync.log").read_text().splitlines()
+    assert max(map(len, lines)) <= 300, max(lines, key=len)
+    assert not [line for line in lines if "warn" in line.lower()], [line for line in lines if "warn" in line.lower()]
+    assert [line.split(" | ")[0] for line in lines if line.startswith("step ")] == ["step 1/2", "step 2/2"]
+    summary_at = next(i for i, line in enumerate(lines) if line.startswith("finished 2 steps in"))
+    assert f"  run folder    {run_dir}" in lines[summary_at:]
+    assert any("verl_asyncweb.viewer" in line for line in lines[summary_at:])
+    logs = run_dir / "logs"
+    assert "UserWarning" in (logs / "driver.log").read_text(), "verl's import warnings are kept, off the console"
+    (ray_logs,) = logs.glob("ray-session_*")
+    assert ray_logs.is_dir() and not ray_logs.is_symlink()
+    assert any("step:2 -" in out.read_text() for out in ray_logs.glob("worker-*.out")), "verl's console logger"
+
+
 def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
     """After the SIGKILL the run continues where its checkpoint was: the next prompts of verl's sampler (not the
     first ones again), the optimizer's moments and step count, and the scheduler and RNG state."""

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import psutil
 
+from verl_asyncweb.console import StepReporter
+
 ARMS = {
     "async": ["asyncweb.rollout_mode=async"],
     "sync": ["asyncweb.rollout_mode=sync"],
@@ -110,7 +112,8 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
         *overrides,
     ]
     started = time.time()
-    sampler = run_sampled(command, out_dir / f"{run_dir.name}.log", f"arm {name}")
+    with StepReporter(run_dir / "metrics.jsonl", total_steps=steps, label=name):
+        sampler = run_sampled(command, out_dir / f"{run_dir.name}.log", f"arm {name}")
     data = _read_steps(run_dir)
     later = [data[s] for s in sorted(data) if s > 1]
     window_s = data[max(data)]["asyncweb/wall_s"] - data[1]["asyncweb/wall_s"]

@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from verl_asyncweb.console import StepReporter
+from verl_asyncweb.run_folder import RunFolder
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_COMMAND: tuple[str, ...] = (sys.executable, "-m", "verl_asyncweb.main")
@@ -171,7 +174,8 @@ def launch_variant(
     argv = [*command, *variant.overrides, f"{RUN_DIR_KEY}={run_dir}"]
     logger.info("sweep: launching %s: %s", variant.name, " ".join(argv))
     start = time.monotonic()
-    with log_path.open("ab") as log:
+    metrics_path = RunFolder(run_dir).next_metrics_path()
+    with log_path.open("ab") as log, StepReporter(metrics_path, total_steps=None, label=variant.name):
         log.write(f"$ {' '.join(argv)}\n".encode())
         log.flush()
         try:

@@ -1,0 +1,98 @@
+"""The console of ``main``: one short line per step read from the metrics file, the summary, and where the rest goes."""
+
+import json
+import logging
+import sys
+import warnings
+
+import pytest
+
+from verl_asyncweb.compare import metric_names as names
+from verl_asyncweb.console import ConsoleLogging, StepReporter, format_step, format_summary
+from verl_asyncweb.main import SetupError, parse_argv
+
+STEP = {
+    names.SUCCESS_RATE: 0.5,
+    "critic/score/mean": 0.25,
+    names.TRAJS_PER_HOUR: 412.4,
+    names.POLICY_LAG_MEAN: 1.0,
+    "actor/pg_loss": -0.0123,
+    "actor/grad_norm": 0.31,
+    "timing_s/step": 41.23,
+    **{f"verl/metric_{i}": float(i) for i in range(300)},  # verl logs hundreds more; the line shows none of them
+}
+
+
+def test_step_line_is_short_and_names_the_figures_a_person_follows():
+    line = format_step(3, 4, STEP)
+    assert line == (
+        "step 3/4 | success 0.50 | reward 0.25 | traj/h 412 | lag 1.0 | pg_loss -0.0123 | grad_norm 0.31 | step 41.2 s"
+    )
+    # A step without finished trajectories has no success rate: it is left out, not shown as 0.
+    assert format_step(1, None, {"timing_s/step": 3.0, names.SUCCESS_RATE: float("nan")}) == "step 1 | step 3.0 s"
+
+
+def test_reporter_reports_each_complete_line_once(tmp_path, caplog):
+    metrics = tmp_path / "metrics.jsonl"
+    reporter = StepReporter(metrics, total_steps=3)
+    reporter.poll()  # no file yet: nothing, no error
+    metrics.write_text(json.dumps({"step": 1, "data": STEP}) + "\n" + '{"step": 2, "da')  # step 2 half written
+    with caplog.at_level(logging.INFO, logger="verl_asyncweb"):
+        reporter.poll()
+        with metrics.open("a") as out:
+            out.write('ta": {"timing_s/step": 2.0}}\n' + "not json\n")
+        reporter.poll()
+        reporter.poll()
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == [format_step(1, 3, STEP), "step 2/3 | step 2.0 s"]
+
+
+def test_summary_shows_first_and_last_success_throughput_folder_and_next_commands(tmp_path):
+    steps = {
+        1: {names.TRAJS_PER_HOUR: 300.0},  # nothing finished yet
+        2: {names.SUCCESS_RATE: 0.25, names.SUCCESS_RATE_EASY: 0.5, names.TRAJS_PER_HOUR: 350.0},
+        3: {names.SUCCESS_RATE: 0.75, names.SUCCESS_RATE_EASY: 1.0, names.TRAJS_PER_HOUR: 400.0},
+    }
+    summary = {"last_step": 3, "wall_s": 129.4, "recipe": "cpu_smoke"}
+    text = format_summary(summary, steps, tmp_path, "python -m verl_asyncweb.main recipe=cpu_smoke")
+    assert "finished 3 steps in 129 s (recipe cpu_smoke)" in text
+    assert "success       0.25 (step 2) -> 0.75 (step 3)" in text
+    assert "easy        0.50 (step 2) -> 1.00 (step 3)" in text
+    assert "medium" not in text  # no medium task ran
+    assert "traj/h        400" in text
+    assert f"run folder    {tmp_path}" in text
+    for command in ("verl_asyncweb.viewer", "verl_asyncweb.compare", "verl_asyncweb.evaluate", "recipe=cpu_smoke"):
+        assert command in text
+    assert "no trajectory finished" in format_summary(summary, {1: {}}, tmp_path, "python -m verl_asyncweb.main")
+
+
+def test_quiet_console_sends_library_logs_and_warnings_to_the_run_folder(tmp_path, capsys):
+    console = ConsoleLogging(verbose=False)
+    console.install()
+    try:
+        logging.getLogger("verl.workers").warning("engine X is not available")  # before the run folder exists
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("a library's UserWarning", UserWarning, stacklevel=1)
+        console.attach(tmp_path)
+        logging.getLogger("ray").warning("ray chatter")
+        with console.stderr_to_log("ray"):
+            logging.getLogger("ray").handlers.clear()  # as ray.init(configure_logging=False) does
+            print("a notice ray.init prints", file=sys.stderr)
+        logging.getLogger("verl_asyncweb.main").info("run folder %s", tmp_path)
+    finally:
+        console.close()
+    assert console.buffer is None and not logging.getLogger("verl_asyncweb").handlers
+    err = capsys.readouterr().err
+    assert err.strip() == f"run folder {tmp_path}"
+    log = (tmp_path / "logs" / "driver.log").read_text()
+    kept = ("engine X is not available", "a library's UserWarning", "ray chatter", "a notice ray.init prints")
+    for text in (*kept, f"run folder {tmp_path}"):
+        assert text in log
+
+
+def test_verbose_flag_and_unknown_flags():
+    assert parse_argv(["-v", "recipe=cpu_smoke"]).verbose
+    assert not parse_argv(["recipe=cpu_smoke"]).verbose
+    with pytest.raises(SetupError, match="-v"):
+        parse_argv(["--quiet"])
