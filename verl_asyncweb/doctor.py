@@ -83,7 +83,8 @@ def worker_registration_checks(cpu: bool, timeout_s: float = 120.0) -> list[Chec
     """The same lookups inside a Ray worker process (Ray must be initialised)."""
     import ray
 
-    remote = ray.remote(num_cpus=0)(_registration_checks_in_worker)
+    # max_calls=1: the worker exits afterwards instead of idling for the job's lifetime with torch and verl loaded.
+    remote = ray.remote(num_cpus=0, max_calls=1)(_registration_checks_in_worker)
     checks = ray.get(remote.remote(cpu), timeout=timeout_s)
     return [Check(f"{c.name} (in a Ray worker)", c.ok, c.detail, c.fix) for c in checks]
 

@@ -18,35 +18,12 @@ import torch
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
 from verl.workers.rollout.utils import ensure_async_iterator
 
+from verl_asyncweb.backends.weight_mailbox import WeightMailbox
+
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "ray_object_store"
 FETCH_TIMEOUT_S = 600.0
-
-
-@ray.remote(num_cpus=0)
-class WeightMailbox:
-    """Holds the object reference of the newest published state dict and wakes up waiting receivers."""
-
-    def __init__(self) -> None:
-        self._version: int | None = None
-        self._refs: list[ray.ObjectRef] = []
-        self._published = asyncio.Condition()
-
-    async def publish(self, version: int | None, refs: list[ray.ObjectRef]) -> None:
-        async with self._published:
-            self._version, self._refs = version, refs
-            self._published.notify_all()
-
-    async def fetch(self, min_version: int | None) -> tuple[int | None, list[ray.ObjectRef]]:
-        """Return the newest state dict whose version is at least ``min_version``, waiting for it if needed."""
-        async with self._published:
-            await self._published.wait_for(lambda: self._refs and _at_least(self._version, min_version))
-            return self._version, self._refs
-
-
-def _at_least(version: int | None, min_version: int | None) -> bool:
-    return min_version is None or (version is not None and version >= min_version)
 
 
 @CheckpointEngineRegistry.register(BACKEND_NAME)
