@@ -2,17 +2,14 @@
 same reward), another action leads elsewhere; on MiniWoB++, every bundled site, after a Chromium relaunch, and with
 the live-web fallback (action replay) flagged as inexact."""
 
-import asyncio
 import dataclasses
 import hashlib
-import os
 import pickle
-import signal
 import time
 
-import psutil
 import pytest
 from aiohttp import web
+from chromium_processes import kill_browser, our_chromium_pids
 
 from verl_asyncweb.env import BrowserPool, EnvSnapshot, Task, load_tasks
 from verl_asyncweb.env.actions import Answer, GoBack, KeyPress, LeftClick, Navigate, Scroll, TypeText, Wait
@@ -182,11 +179,6 @@ async def test_go_back_after_restore_walks_the_episodes_history_and_stops_at_its
     assert restored[3].info == "no page to go back to"
 
 
-def our_chromium_pids() -> set[int]:
-    """Chromium processes descended from this test process (never anyone else's)."""
-    return {p.pid for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()}
-
-
 @pytest.mark.browser
 async def test_restore_after_chromium_relaunch_repeats_the_original(make_config):
     before = our_chromium_pids()
@@ -200,15 +192,7 @@ async def test_restore_after_chromium_relaunch_repeats_the_original(make_config)
             wob = await pool.snapshot(s)
             wob_next = outcome(await pool.step(s, good[1].tool_call))
             site, _, tail, _ = await site_episode(pool, s, "site/shop/buy-p7", 5)
-        for pid in mine:  # kill every process of this pool's browser
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for _ in range(100):  # Playwright notices the closed pipe within milliseconds
-            if not s.slot.alive:
-                break
-            await asyncio.sleep(0.05)
+        await kill_browser(mine, [s])
         forked = await pool.fork(wob)
         try:
             assert not forked.env_failed, forked.error

@@ -1,23 +1,16 @@
 """Killing Chromium mid-episode: in-flight episodes fail by environment, later ones succeed, nothing leaks."""
 
 import asyncio
-import os
-import signal
 
 import psutil
 import pytest
+from chromium_processes import kill_browser, our_chromium_pids
 
 from verl_asyncweb.env import BrowserPool, load_tasks
 from verl_asyncweb.env.tasks.site_checks import run_oracle
 from verl_asyncweb.env.tasks.sites import site_task_spec
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(180)]
-
-
-def our_chromium_pids() -> set[int]:
-    """Chromium processes descended from this test process (never anyone else's)."""
-    me = psutil.Process()
-    return {p.pid for p in me.children(recursive=True) if "chrom" in p.name().lower()}
 
 
 WAIT_ACTION = '<tool_call>{"name":"wait","arguments":{"time":0}}</tool_call>'
@@ -34,15 +27,7 @@ async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succee
         sessions = [await pool.acquire() for _ in range(2)]
         for s in sessions:
             assert not (await pool.reset(s, task)).env_failed
-        for pid in mine:  # kill every process of this pool's browser
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for _ in range(100):  # Playwright notices the closed pipe within milliseconds
-            if not any(s.slot.alive for s in sessions):
-                break
-            await asyncio.sleep(0.05)
+        await kill_browser(mine, sessions)
         # Even an action that never reaches the browser ends the episode: its page (and next screenshot) is gone.
         results = await asyncio.gather(*(pool.step(s, action) for s in sessions))
         assert all(r.env_failed and r.done and r.error for r in results), [r.error for r in results]
