@@ -12,7 +12,6 @@ import contextlib
 import io
 import json
 import logging
-import math
 import shutil
 import sys
 import threading
@@ -20,6 +19,7 @@ from logging.handlers import MemoryHandler
 from pathlib import Path
 
 from verl_asyncweb.compare import metric_names as names
+from verl_asyncweb.run_folder import is_finite_number
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ def format_step(step: int, total: int | None, data: dict) -> str:
     parts = [f"step {step}/{total}" if total else f"step {step}"]
     for label, metric, fmt in STEP_FIELDS:
         value = data.get(metric)
-        if isinstance(value, int | float) and math.isfinite(value):
+        if is_finite_number(value):
             parts.append(f"{label} {fmt.format(value)}")
     return " | ".join(parts)
 
@@ -272,12 +272,8 @@ class StepReporter:
 
 
 def _first_and_last(steps: dict[int, dict], metric: str) -> tuple[tuple[int, float], tuple[int, float]] | None:
-    found = [(step, data[metric]) for step, data in sorted(steps.items()) if _finite(data.get(metric))]
+    found = [(step, data[metric]) for step, data in sorted(steps.items()) if is_finite_number(data.get(metric))]
     return (found[0], found[-1]) if found else None
-
-
-def _finite(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def format_summary(summary: dict, steps: dict[int, dict], run_root: Path, command: str) -> str:

@@ -93,7 +93,7 @@ class RunFolder:
     def write_summary(self, started_at: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         steps = self.read_metrics()
         last_step = max(steps, default=0)
-        final = {k: v for k, v in steps.get(last_step, {}).items() if _finite(v)}
+        final = {k: v for k, v in steps.get(last_step, {}).items() if is_finite_number(v)}
         summary = {
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "wall_s": round(time.time() - started_at, 2),
@@ -105,5 +105,6 @@ class RunFolder:
         return summary
 
 
-def _finite(value: Any) -> bool:
+def is_finite_number(value: Any) -> bool:
+    """A metric value worth showing: a real, finite number (not a bool, NaN or inf)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
