@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 python3 -m ruff check verl_asyncweb tests
 python3 -m ruff format --check verl_asyncweb tests
-exec python3 -m pytest tests -p no:cacheprovider --timeout=1500 "$@"
+exec python3 -m pytest tests -p no:cacheprovider --timeout=1500 --durations=30 "$@"

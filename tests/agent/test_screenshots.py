@@ -186,11 +186,24 @@ def test_client_put_get_roundtrip_and_handle_cached(client, ray_cluster):
 def test_client_sees_new_incarnation_after_store_killed(client, ray_cluster):
     key = client.put(_jpeg(6), "traj-0")
     old = client.incarnation
-    ray_cluster.kill(client.handle)
+    handle = client.handle
+    ray_cluster.kill(handle)
+    _wait_until_dead(handle, ray_cluster)  # ray.kill returns before the actor stops serving calls
     assert not client.check([key], old)
     assert client.incarnation != old
     assert client.restarts_seen == 1
     assert client.get([key]) == [None]
+
+
+def _wait_until_dead(handle, ray_cluster) -> None:
+    deadline = time.monotonic() + RAY_TIMEOUT_S
+    while True:
+        try:
+            ray_cluster.get(handle.incarnation.remote(), timeout=RAY_TIMEOUT_S)
+        except ray_cluster.exceptions.RayActorError:
+            return
+        assert time.monotonic() < deadline, "the killed store still answers"
+        time.sleep(0.2)
 
 
 def _wait_for_restart(client, old: str, ray_cluster) -> None:
