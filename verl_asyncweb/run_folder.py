@@ -7,6 +7,7 @@ Layout (``RUN_DIR`` = ``trainer.default_local_dir``)::
     metrics.attempt-N.jsonl     the same for resumed attempts N = 1, 2, ... (verl truncates the file it opens)
     data/train.parquet, data/val.parquet
     episodes/episodes.jsonl     one record per finished episode, screenshots under episodes/screens/
+    episodes/branch_points/     the shared states of branch rollouts (``<traj_id>@<step>.json``)
     global_step_K/              verl checkpoints
     summary.json                written when a run finishes
 """
@@ -32,6 +33,12 @@ def screenshot_path(key: str) -> Path | None:
     """Where a screenshot (by store key) lives in the current run folder; None outside a run."""
     run_dir = os.environ.get(RUN_DIR_ENV)
     return Path(run_dir) / "episodes" / "screens" / f"{key}.jpg" if run_dir else None
+
+
+def branch_point_path(point: str) -> Path | None:
+    """Where a branch point (by id, ``<traj_id>@<step>``) lives in the current run folder; None outside a run."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    return Path(run_dir) / "episodes" / "branch_points" / f"{point}.json" if run_dir else None
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,11 @@ class AgentConfig(BaseConfig):
             (``[x, y]``, the paper's) or ``element`` (``{"element": i}``, the index of a listed element, as
             BrowserGym's element ids; needs ``screenshot+elements``). With the element list shown, the parser
             accepts both.
+        branch_step: Branch rollouts (:mod:`~verl_asyncweb.agent.branch`): with K >= 1, the first member of each
+            group runs to step K and snapshots it, and the group's other members play on from that shared state;
+            0 (the default) is off. Every step-sample records its ``branch_point``.
+        branch_wait_s: How long a member waits for its anchor's branch point before it plays a whole episode
+            from the start instead (counted as ``asyncweb/branch_fallbacks``).
     """
 
     history_images: int = 1
@@ -66,6 +71,8 @@ class AgentConfig(BaseConfig):
     max_element_lines: int = 40
     system_prompt: str = "full"
     click_target: str = "coordinate"
+    branch_step: int = 0
+    branch_wait_s: float = 600.0
 
     def __post_init__(self):
         check_int(f"{_PREFIX}.history_images", self.history_images, 1)
@@ -91,9 +98,11 @@ class AgentConfig(BaseConfig):
                 f"{_PREFIX}.click_target=element names elements of the element list; "
                 f"set {_PREFIX}.observation=screenshot+elements"
             )
-        timeout = self.screenshot_put_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ValueError(f"{_PREFIX}.screenshot_put_timeout_s must be a number > 0, got {timeout!r}")
+        check_int(f"{_PREFIX}.branch_step", self.branch_step, 0)
+        for name in ("screenshot_put_timeout_s", "branch_wait_s"):
+            timeout = getattr(self, name)
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+                raise ValueError(f"{_PREFIX}.{name} must be a number > 0, got {timeout!r}")
         if not isinstance(self.screenshot_store_name, str) or not self.screenshot_store_name.strip():
             raise ValueError(
                 f"{_PREFIX}.screenshot_store_name must be a non-empty string, got {self.screenshot_store_name!r}"

@@ -5,7 +5,9 @@ builds a prompt (system prompt, task, latest Memory/Progress, the last ``history
 rounds as text), generates through verl's ``server_manager``, parses the response, acts in Chromium, and emits
 ONE training sample (``AgentLoopOutput``) for that step. The episode's reward, set on every step, comes from the
 task's evaluator. Model mistakes become invalid steps; browser failures end the episode as failed-by-environment,
-which is raised so that verl drops the episode's group instead of training on it.
+which is raised so that verl drops the episode's group instead of training on it. With branch rollouts on
+(``asyncweb.agent.branch_step``), a group's members play on from the state its first member reached
+(:mod:`~verl_asyncweb.agent.branch`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
+from verl_asyncweb.agent import branch
+from verl_asyncweb.agent.branch import ANCHOR, FALLBACK, MEMBER
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 from verl_asyncweb.agent.rollout_stats import stats_actor
@@ -41,6 +45,7 @@ class EpisodeState:
 
     traj_id: str
     instruction: str
+    group: str = ""
     memory: dict | None = None
     progress: dict | None = None
     history: list = field(default_factory=list)
@@ -52,6 +57,9 @@ class EpisodeState:
     stuck_steps: int = 0
     context_overflow: bool = False
     answer: str | None = None
+    branch_role: str | None = None
+    branch_point: str = ""
+    branch_step: int = 0
 
 
 class _SharedPool:
@@ -112,6 +120,16 @@ def _action_overlay(parsed) -> dict[str, Any]:
     }
 
 
+def _save_branch_point(point) -> None:
+    """Keep the anchor's branch point in the run folder, where ``python -m verl_asyncweb.replay`` finds it."""
+    from verl_asyncweb.agent.branch import save_point
+    from verl_asyncweb.run_folder import branch_point_path
+
+    path = branch_point_path(point.id)
+    if path is not None:
+        save_point(point, path)
+
+
 def _image(data: bytes):
     from PIL import Image
 
@@ -134,6 +152,13 @@ def step_messages(agent_config: AgentConfig, state: EpisodeState, observation) -
         elements=observation.accessibility_text if agent_config.shows_elements else None,
         max_element_lines=agent_config.max_element_lines,
     )
+
+
+def _resume_state(state: EpisodeState, point) -> None:
+    """Carry the anchor's agent state at the branch point into this member's episode."""
+    state.instruction, state.memory, state.progress = point.instruction, point.memory, point.progress
+    state.history, state.screenshots = list(point.history), list(point.screenshots)
+    state.invalid_actions, state.stuck_steps, state.answer = point.invalid_actions, point.stuck_steps, point.answer
 
 
 def shown_element_targets(agent_config: AgentConfig, observation) -> dict[int, tuple[int, int]] | None:
@@ -202,11 +227,13 @@ class WebAgentLoop(AgentLoopBase):
         extra_info = kwargs.get("extra_info") or {}
         task = task_from_json(extra_info["task"])
         pool = await _SharedPool.get(self.env_config, self.judge_config)
-        state = EpisodeState(traj_id=f"{kwargs.get('uid', 'traj')}-{uuid.uuid4().hex[:8]}", instruction="")
+        group = str(kwargs.get("uid", "traj"))
+        state = EpisodeState(traj_id=f"{group}-{uuid.uuid4().hex[:8]}", instruction="", group=group)
+        point = await self._join_branch(state)
         started = time.time()
         session = await pool.acquire()
         try:
-            evaluation = await self._run_episode(pool, session, task, state, sampling_params)
+            evaluation = await self._run_episode(pool, session, task, state, sampling_params, point)
         except Exception as exc:
             # Steps already taken put screenshots in the store under this trajectory: reporting the episode is
             # what makes the trainer release them (and keeps its steps in the run folder).
@@ -215,6 +242,8 @@ class WebAgentLoop(AgentLoopBase):
             raise
         finally:
             await pool.release(session)
+            if state.branch_role == ANCHOR:
+                await branch.publish(group, None)  # no-op once the point went out; else members play whole episodes
         summary = self._summary(task, state, evaluation, started)
         self.report_episode(summary)
         if evaluation.env_failed or evaluation.masked:
@@ -225,16 +254,57 @@ class WebAgentLoop(AgentLoopBase):
         """Send the finished episode's report to the run's rollout-stats actor (the evaluator collects it)."""
         stats_actor().report_episode.remote(summary)
 
-    async def _run_episode(self, pool, session, task, state: EpisodeState, sampling_params):
+    async def _join_branch(self, state: EpisodeState):
+        """Take this episode's part in its group's branch rollout; returns the point to start from, if any."""
+        step, size = self.agent_config.branch_step, int(self.rollout_config.n)
+        if not step or size < 2:
+            return None
+        if await branch.join(state.group, size) == 0:
+            state.branch_role, state.branch_step = ANCHOR, step
+            return None
+        point = await branch.wait_for_point(state.group, self.agent_config.branch_wait_s)
+        if point is None:
+            state.branch_role = FALLBACK
+            return None
+        state.branch_role, state.branch_point, state.branch_step = MEMBER, point.id, point.step
+        return point
+
+    @staticmethod
+    async def _publish_branch_point(pool, session, state: EpisodeState, step: int) -> None:
+        """The anchor reached the branch step: snapshot the page and hand the state to the group's members."""
+        point = branch.BranchPoint(
+            traj_id=state.traj_id,
+            step=step,
+            snapshot=await pool.snapshot(session),
+            instruction=state.instruction,
+            memory=state.memory,
+            progress=state.progress,
+            history=list(state.history),
+            screenshots=list(state.screenshots),
+            invalid_actions=state.invalid_actions,
+            stuck_steps=state.stuck_steps,
+            answer=state.answer,
+        )
+        state.branch_point = point.id
+        await branch.publish(state.group, point)
+        _save_branch_point(point)
+
+    async def _run_episode(self, pool, session, task, state: EpisodeState, sampling_params, point=None):
         from verl_asyncweb.env import EvalResult
 
-        observation = await pool.reset(session, task)
+        if point is None:
+            observation, first_step = await pool.reset(session, task), 0
+        else:
+            observation, first_step = await pool.restore(session, point.snapshot), point.step
+            _resume_state(state, point)
         if observation.env_failed:
             return EvalResult(env_failed=True, reasons=[observation.error or "reset failed"])
-        state.instruction = observation.instruction or task.instruction
+        state.instruction = state.instruction or observation.instruction or task.instruction
         result = None
         cap = self.agent_config.max_steps
-        for step_index in range(min(task.max_steps, cap) if cap else task.max_steps):
+        for step_index in range(first_step, min(task.max_steps, cap) if cap else task.max_steps):
+            if state.branch_role == ANCHOR and step_index == state.branch_step:
+                await self._publish_branch_point(pool, session, state, step_index)
             result = await self._step(pool, session, task, state, observation, step_index, sampling_params)
             if result is None or result.env_failed:
                 break
@@ -355,7 +425,7 @@ class WebAgentLoop(AgentLoopBase):
 
     def _finalize(self, state: EpisodeState, task, evaluation) -> list[AgentLoopOutput]:
         """Same reward and trajectory fields on every step-sample; versions span the whole episode."""
-        num_steps = len(state.outputs)
+        num_steps, branch_step = len(state.outputs), state.branch_step
         for output in state.outputs:
             output.reward_score = float(evaluation.reward)
             output.extra_fields.update(
@@ -367,6 +437,8 @@ class WebAgentLoop(AgentLoopBase):
                     "min_global_steps": min((earliest for earliest, _ in state.versions), default=0),
                     "max_global_steps": max((latest for _, latest in state.versions), default=0),
                     "reward_extra_info": {"success": float(evaluation.success)},
+                    # The shared state this sample was played from (samples before the branch step have none).
+                    "branch_point": state.branch_point if output.extra_fields["step_index"] >= branch_step else "",
                 }
             )
         return state.outputs
@@ -404,6 +476,9 @@ class WebAgentLoop(AgentLoopBase):
             "env_failed": bool(evaluation.masked),
             "evaluator_reasons": list(evaluation.reasons),
             "steps": state.steps,
+            "branch": {"role": state.branch_role, "point": state.branch_point, "step": state.branch_step}
+            if state.branch_role
+            else None,
             "started_at": started,
             "finished_at": time.time(),
         }

@@ -63,6 +63,10 @@ CONTEXT_OVERFLOWS = "asyncweb/context_overflows"
 OVERLAP_GENERATION_DURING_UPDATE = "asyncweb/overlap/generation_during_update_s"
 EPISODE_ERRORS_TOTAL = "asyncweb/episode_errors_total"
 ENV_FAILURES_TOTAL = "asyncweb/env_failures_total"
+BRANCH_MEMBERS = "asyncweb/branch/members"
+"""Finished episodes played on from their group's branch point (branch rollouts)."""
+BRANCH_FALLBACKS = "asyncweb/branch/fallbacks"
+"""Finished episodes of branching groups that got no branch point and played from the start."""
 SCREENSHOTS_PADDING_SAMPLES = "asyncweb/screenshots/padding_samples"
 SCREENSHOTS_FROM_RUN_FOLDER = "asyncweb/screenshots/from_run_folder"
 SCREENSHOTS_DROPPED_SAMPLES = "asyncweb/screenshots/dropped_samples"
@@ -77,6 +81,7 @@ VERL_PG_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"
 EVERY_STEP = "every step"
 FINISHED = "steps with a finished trajectory (not failed by the environment)"
 DECOUPLED_LOSS = "every step of a `decoupled_ppo` run"
+BRANCHING = "every step of a run with branch rollouts (`asyncweb.agent.branch_step` > 0)"
 
 # The metrics the README promises (its Metrics table is this dict, checked by tests/unit/test_metric_docs.py) and
 # when each is logged. Episode metrics describe the trajectories finished since the previous step; the end-to-end
@@ -117,6 +122,8 @@ DOCUMENTED_METRICS: dict[str, str] = {
     SCREENSHOTS_PADDING_SAMPLES: EVERY_STEP,
     SCREENSHOTS_FROM_RUN_FOLDER: EVERY_STEP,
     SCREENSHOTS_DROPPED_SAMPLES: EVERY_STEP,
+    BRANCH_MEMBERS: BRANCHING,
+    BRANCH_FALLBACKS: BRANCHING,
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 
+from verl_asyncweb.agent.branch import FALLBACK, MEMBER
 from verl_asyncweb.compare import metric_names as names
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,10 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         metrics[names.OVERLAP_GENERATION_DURING_UPDATE] = overlap
     metrics[names.ENV_FAILURES_TOTAL] = float(drained["totals"]["env_failures"])
     metrics[names.EPISODE_ERRORS_TOTAL] = float(drained["totals"]["episode_errors"])
+    if trainer.config.asyncweb.agent.get("branch_step"):
+        roles = [(episode.get("branch") or {}).get("role") for episode in episodes if not episode["env_failed"]]
+        metrics[names.BRANCH_MEMBERS] = float(roles.count(MEMBER))
+        metrics[names.BRANCH_FALLBACKS] = float(roles.count(FALLBACK))
     write_episodes(os.environ.get(RUN_DIR_ENV), episodes, global_step, trainer.screenshots)
     release_screenshots(trainer, [e["traj_id"] for e in episodes], global_step)
     return metrics

@@ -1,0 +1,186 @@
+"""Branch rollouts: a group's members play on from the state its first member reached (issue #16, item 3).
+
+Three ``web_agent`` loops of one group run concurrently with scripted policies behind verl's generate interface,
+on a real Chromium and MiniWoB++'s click-test, meeting on the real branch-board Ray actor. The anchor waits at
+step 0 and clicks at step 1; one member clicks at its first step (the anchor's step 1) and succeeds, the other
+waits until the step cap and fails. Members restore the anchor's page and agent state, so their step-1 prompts
+are the anchor's step-1 prompt token for token.
+"""
+
+import asyncio
+import json
+
+import pytest
+from omegaconf import OmegaConf
+from test_loop_scripted import WAIT, ScriptedPolicyServer, _button_coordinate, _close_shared_pool, _loop
+from transformers import AutoProcessor
+
+from verl_asyncweb.agent import branch
+from verl_asyncweb.agent.branch import BranchPoint, load_point
+from verl_asyncweb.agent.loop import WebAgentLoop
+from verl_asyncweb.env import load_tasks
+from verl_asyncweb.env.oracle import tool_call
+from verl_asyncweb.env.snapshot import EnvSnapshot
+from verl_asyncweb.main import load_config
+from verl_asyncweb.run_folder import RUN_DIR_ENV
+from verl_asyncweb.task_dataset import task_to_json
+
+pytestmark = [pytest.mark.browser, pytest.mark.ray]
+
+
+class _Recorder(WebAgentLoop):
+    """Keeps its episode report and the prompts it generated from."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.report = None
+
+    def report_episode(self, summary):
+        self.report = summary
+
+
+def _config(tiny_model_path, group_size: int):
+    cfg, _ = load_config(
+        [
+            "recipe=cpu_smoke",
+            "data.max_response_length=256",
+            "asyncweb.agent.max_steps=3",
+            "asyncweb.agent.branch_step=1",
+            "asyncweb.agent.branch_wait_s=60",
+            f"actor_rollout_ref.rollout.n={group_size}",
+        ]
+    )
+    OmegaConf.set_struct(cfg, False)
+    cfg.actor_rollout_ref.model.path = str(tiny_model_path)
+    return cfg
+
+
+async def _start_anchor(loop, group: str, task):
+    """Start the anchor and return once it has joined the board (it is the group's first member)."""
+    run = asyncio.create_task(loop.run({"temperature": 1.0}, uid=group, extra_info={"task": task_to_json(task)}))
+    board = branch.board_actor()
+    for _ in range(200):
+        if (await board.open_groups.remote()).get(group):
+            break
+        await asyncio.sleep(0.05)
+    return run
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_path, tmp_path, monkeypatch):
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
+    cfg = _config(tiny_model_path, group_size=3)
+    task = load_tasks("miniwob", names=["click-test"], seed=21)[0]
+    processor = AutoProcessor.from_pretrained(tiny_model_path)
+    from verl_asyncweb.config.schema import AsyncWebConfig
+
+    target = await _button_coordinate(AsyncWebConfig.from_config(cfg.asyncweb).env, task)
+    click = 'Memory: {"button": "Click Me!"}\nIntention: press the button.\n' + tool_call(
+        "left_click", coordinate=target
+    )
+    servers = [
+        ScriptedPolicyServer(processor.tokenizer, [WAIT, click], [{"global_steps": 3}] * 2),  # the anchor
+        ScriptedPolicyServer(processor.tokenizer, [click], [{"global_steps": 3}]),
+        ScriptedPolicyServer(processor.tokenizer, [WAIT, WAIT], [{"global_steps": 3}] * 2),
+    ]
+    loops = [_loop(_Recorder, cfg, server, processor) for server in servers]
+    group = "branch-group-1"
+    try:
+        anchor_run = await _start_anchor(loops[0], group, task)
+        member_runs = [
+            loop.run({"temperature": 1.0}, uid=group, extra_info={"task": task_to_json(task)}) for loop in loops[1:]
+        ]
+        anchor, winner, loser = await asyncio.gather(anchor_run, *member_runs)
+    finally:
+        await _close_shared_pool()
+
+    point = f"{loops[0].report['traj_id']}@1"
+    assert [loop.report["branch"] for loop in loops] == [
+        {"role": "anchor", "point": point, "step": 1},
+        {"role": "member", "point": point, "step": 1},
+        {"role": "member", "point": point, "step": 1},
+    ]
+    assert [o.extra_fields["step_index"] for o in anchor] == [0, 1]
+    assert [o.extra_fields["branch_point"] for o in anchor] == ["", point]
+    assert [o.extra_fields["step_index"] for o in winner] == [1]
+    assert [o.extra_fields["step_index"] for o in loser] == [1, 2]
+    for outputs in (winner, loser):
+        assert {o.extra_fields["branch_point"] for o in outputs} == {point}
+        assert outputs[0].extra_fields["traj_num_steps"] == len(outputs)
+    assert [anchor[0].reward_score, winner[0].reward_score, loser[0].reward_score] == [1.0, 1.0, 0.0]
+    # The members saw the anchor's step-1 prompt: the same Memory, history line and image tokens.
+    assert winner[0].prompt_ids == anchor[1].prompt_ids == loser[0].prompt_ids
+    assert [len(server.calls) for server in servers] == [2, 1, 2]
+    assert group not in await branch.board_actor().open_groups.remote(), "a group all members fetched is forgotten"
+
+    saved = load_point(tmp_path / "episodes" / "branch_points" / f"{point}.json", tmp_path / "episodes" / "screens")
+    assert saved.id == point and saved.step == 1 and saved.snapshot.kind == "miniwob"
+    assert saved.snapshot.task["task_id"] == task.task_id
+    assert len(saved.history) == len(saved.screenshots) == 1 and saved.history[0].screenshot == saved.screenshots[0]
+    assert saved.memory == {} and "wait" in saved.history[0].action_text.lower()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_members_play_whole_episodes_when_the_anchor_ends_before_the_branch_step(
+    ray_cluster, tiny_model_path, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
+    cfg = _config(tiny_model_path, group_size=2)
+    task = load_tasks("miniwob", names=["click-test"], seed=22)[0]
+    processor = AutoProcessor.from_pretrained(tiny_model_path)
+    from verl_asyncweb.config.schema import AsyncWebConfig
+
+    target = await _button_coordinate(AsyncWebConfig.from_config(cfg.asyncweb).env, task)
+    click = "Memory: {}\nIntention: press the button.\n" + tool_call("left_click", coordinate=target)
+    loops = [
+        _loop(_Recorder, cfg, ScriptedPolicyServer(processor.tokenizer, [click], [{"global_steps": 1}]), processor)
+        for _ in range(2)
+    ]
+    try:
+        anchor_run = await _start_anchor(loops[0], "branch-group-2", task)
+        member = loops[1].run({"temperature": 1.0}, uid="branch-group-2", extra_info={"task": task_to_json(task)})
+        anchor, fallback = await asyncio.gather(anchor_run, member)
+    finally:
+        await _close_shared_pool()
+
+    assert [loop.report["branch"]["role"] for loop in loops] == ["anchor", "fallback"]
+    assert [o.extra_fields["step_index"] for o in fallback] == [0], "a fallback member plays from the start"
+    assert {o.extra_fields["branch_point"] for o in anchor + fallback} == {""}
+    assert not (tmp_path / "episodes" / "branch_points").exists()
+
+
+@pytest.mark.ray
+def test_a_member_without_an_anchor_point_gives_up_after_its_wait(ray_cluster):
+    board = branch.BranchBoard.remote(ttl_s=60.0)
+    assert ray_cluster.get(board.join.remote("g", 2)) == 0
+    assert ray_cluster.get(board.join.remote("g", 2)) == 1
+    assert ray_cluster.get(board.wait.remote("g", 0.2)) is None
+    assert ray_cluster.get(board.wait.remote("unknown-group", 0.2)) is None
+    ray_cluster.get(board.publish.remote("g", b"point"))
+    ray_cluster.get(board.publish.remote("g", b"a second point is ignored"))
+    assert ray_cluster.get(board.wait.remote("g", 5.0)) == b"point"
+    assert ray_cluster.get(board.open_groups.remote()) == {}
+    ray_cluster.kill(board)
+
+
+def test_branch_point_record_names_screenshots_by_key_and_round_trips():
+    from verl_asyncweb.agent.prompts import StepRecord
+    from verl_asyncweb.agent.screenshots import screenshot_key
+
+    snapshot = EnvSnapshot(task={"task_id": "t"}, kind="site", exact=True, reason="site", url="/a", viewport=(8, 8))
+    point = BranchPoint(
+        traj_id="u-1",
+        step=1,
+        snapshot=snapshot,
+        instruction="do it",
+        memory={"k": "v"},
+        history=[StepRecord(step_index=0, intention="look", action_text="wait", screenshot=b"jpeg-0")],
+        screenshots=[b"jpeg-0"],
+    )
+    record = json.loads(json.dumps(point.to_record()))
+    assert record["screenshots"] == [screenshot_key(b"jpeg-0")] and record["history"][0]["screenshot"] == (
+        screenshot_key(b"jpeg-0")
+    )
+    assert BranchPoint.from_record(record, {screenshot_key(b"jpeg-0"): b"jpeg-0"}.__getitem__) == point
+    with pytest.raises(ValueError, match="format version"):
+        BranchPoint.from_record({**record, "version": 99}, lambda key: b"")
