@@ -4,11 +4,13 @@ Three ``web_agent`` loops of one group run concurrently with scripted policies b
 on a real Chromium and MiniWoB++'s click-test, meeting on the real branch-board Ray actor. The anchor waits at
 step 0 and clicks at step 1; one member clicks at its first step (the anchor's step 1) and succeeds, the other
 waits until the step cap and fails. Members restore the anchor's page and agent state, so their step-1 prompts
-are the anchor's step-1 prompt token for token.
+are the anchor's step-1 prompt token for token. ``python -m verl_asyncweb.replay`` then restores the kept point and
+replays each trajectory's recorded responses from step 1: every outcome is reproduced.
 """
 
 import asyncio
 import json
+import os
 
 import pytest
 from omegaconf import OmegaConf
@@ -22,6 +24,8 @@ from verl_asyncweb.env import load_tasks
 from verl_asyncweb.env.oracle import tool_call
 from verl_asyncweb.env.snapshot import EnvSnapshot
 from verl_asyncweb.main import load_config
+from verl_asyncweb.replay import format_result, replay
+from verl_asyncweb.replay import main as replay_main
 from verl_asyncweb.run_folder import RUN_DIR_ENV
 from verl_asyncweb.task_dataset import task_to_json
 
@@ -118,6 +122,32 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
     assert saved.snapshot.task["task_id"] == task.task_id
     assert len(saved.history) == len(saved.screenshots) == 1 and saved.history[0].screenshot == saved.screenshots[0]
     assert saved.memory == {} and "wait" in saved.history[0].action_text.lower()
+
+    # The run folder as the trainer leaves it: episode records and the resolved config.
+    with (tmp_path / "episodes" / "episodes.jsonl").open("w") as out:
+        for loop in loops:
+            out.write(json.dumps({k: v for k, v in loop.report.items() if k != "summary"}, default=str) + "\n")
+    OmegaConf.save(cfg, tmp_path / "config.yaml")
+    monkeypatch.delenv(RUN_DIR_ENV)
+    for loop, reward in zip(loops[1:], (1.0, 0.0), strict=True):
+        result = await asyncio.to_thread(replay, tmp_path, loop.report["traj_id"], 1)
+        assert result["point"] == point and result["mode"] == "recorded"
+        assert (result["reward"], result["reproduced"]) == (reward, True), format_result(result)
+        assert [step["step_index"] for step in result["steps"]] == [s["step_index"] for s in loop.report["steps"]]
+    # Had the anchor waited at step 1 instead of clicking, the episode would have failed: the replay says so.
+    anchor_record = json.loads(json.dumps(loops[0].report, default=str))
+    anchor_record["steps"][1]["response"] = WAIT
+    with (tmp_path / "episodes" / "episodes.jsonl").open("a") as out:
+        out.write(json.dumps({**anchor_record, "traj_id": "edited", "summary": None}) + "\n")
+    os.link(
+        tmp_path / "episodes" / "branch_points" / f"{point}.json",
+        tmp_path / "episodes" / "branch_points" / "edited@1.json",
+    )
+    assert await asyncio.to_thread(replay_main, [str(tmp_path), "edited", "1"]) == 1, "a diverged replay exits 1"
+    played = await asyncio.to_thread(replay, tmp_path, loops[2].report["traj_id"], 1, str(tiny_model_path))
+    assert played["mode"] == "model" and "reproduced" not in played
+    assert [step["step_index"] for step in played["steps"]][:1] == [1] and len(played["steps"]) <= 2
+    assert replay_main([str(tmp_path), loops[0].report["traj_id"], "0"]) == 2, "step 0 has no kept point"
 
 
 @pytest.mark.asyncio(loop_scope="session")

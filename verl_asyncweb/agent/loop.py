@@ -229,7 +229,11 @@ class WebAgentLoop(AgentLoopBase):
         pool = await _SharedPool.get(self.env_config, self.judge_config)
         group = str(kwargs.get("uid", "traj"))
         state = EpisodeState(traj_id=f"{group}-{uuid.uuid4().hex[:8]}", instruction="", group=group)
-        point = await self._join_branch(state)
+        point = kwargs.get("branch_from")  # a BranchPoint to play on from (``python -m verl_asyncweb.replay``)
+        if point is not None:
+            state.branch_role, state.branch_point, state.branch_step = MEMBER, point.id, point.step
+        else:
+            point = await self._join_branch(state)
         started = time.time()
         session = await pool.acquire()
         try:

@@ -122,15 +122,39 @@ class LocalServerManager:
         return await self.server.generate(prompt_ids, params, request_id, image_data=image_data, **kwargs)
 
 
-async def run_episodes(cfg: DictConfig, model_dir: Path, tasks: list, temperature: float) -> list[dict]:
-    """Run one ``web_agent`` episode per task; returns the episode reports (env failures included)."""
-    from tqdm import tqdm
+def local_server(cfg: DictConfig, model_dir: Path):
+    """An in-process HF rollout server for ``model_dir`` with the run's prompt and response lengths."""
+    from verl_asyncweb.backends.hf_server import HFRolloutServer
+
+    rollout = cfg.actor_rollout_ref.rollout
+    return HFRolloutServer(str(model_dir), rollout.response_length, rollout.prompt_length + rollout.response_length)
+
+
+def agent_loop_kwargs(cfg: DictConfig, model_dir: Path, server_manager: Any) -> dict[str, Any]:
+    """What verl's agent-loop worker gives a ``web_agent`` loop, for a loop run in this process on ``model_dir``."""
     from transformers import AutoProcessor
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
+    processor = AutoProcessor.from_pretrained(model_dir)
+    OmegaConf.set_struct(cfg, False)
+    cfg.actor_rollout_ref.model.path = str(model_dir)
+    return dict(
+        trainer_config=DictConfigWrap(cfg),
+        server_manager=server_manager,
+        tokenizer=processor.tokenizer,
+        processor=processor,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        hf_model_type=json.loads((model_dir / "config.json").read_text())["model_type"],
+    )
+
+
+async def run_episodes(cfg: DictConfig, model_dir: Path, tasks: list, temperature: float) -> list[dict]:
+    """Run one ``web_agent`` episode per task; returns the episode reports (env failures included)."""
+    from tqdm import tqdm
+
     from verl_asyncweb.agent.loop import EnvironmentFailure, WebAgentLoop, _SharedPool, _SharedScreenshots
-    from verl_asyncweb.backends.hf_server import HFRolloutServer
     from verl_asyncweb.task_dataset import task_to_json
 
     reports: list[dict] = []
@@ -142,20 +166,7 @@ async def run_episodes(cfg: DictConfig, model_dir: Path, tasks: list, temperatur
             self.report = summary
             reports.append(summary)
 
-    rollout = cfg.actor_rollout_ref.rollout
-    server = HFRolloutServer(str(model_dir), rollout.response_length, rollout.prompt_length + rollout.response_length)
-    processor = AutoProcessor.from_pretrained(model_dir)
-    OmegaConf.set_struct(cfg, False)
-    cfg.actor_rollout_ref.model.path = str(model_dir)
-    loop_kwargs = dict(
-        trainer_config=DictConfigWrap(cfg),
-        server_manager=LocalServerManager(server, temperature),
-        tokenizer=processor.tokenizer,
-        processor=processor,
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(cfg.data),
-        hf_model_type=json.loads((model_dir / "config.json").read_text())["model_type"],
-    )
+    loop_kwargs = agent_loop_kwargs(cfg, model_dir, LocalServerManager(local_server(cfg, model_dir), temperature))
     queue: asyncio.Queue = asyncio.Queue()
     for task in tasks:
         queue.put_nowait(task)
