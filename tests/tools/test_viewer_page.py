@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from runfolder_fixtures import HOSTILE, SCREEN_SIZE, VIEWPORT, build_run
+from runfolder_fixtures import HOSTILE, SCREEN_SIZE, VIEWPORT, build_run, episode
 
 from verl_asyncweb.viewer.__main__ import main
 from verl_asyncweb.viewer.episodes import load_episodes, screenshot_url
@@ -145,4 +145,52 @@ async def test_viewer_page_missing_screenshot_and_corrupt_metrics_show_visible_w
     assert await placeholder.is_visible()
     assert "screenshot missing" in await placeholder.text_content()
     await page.screenshot(path=str(tmp_path / "viewer-warnings.png"), full_page=True)
+    _assert_clean(log)
+
+
+def _branch_run(run_dir):
+    """A run folder whose group branched at step 1: the anchor's kept point, the anchor and two members."""
+    run = build_run(run_dir, episodes=False)
+    episodes_dir = run / "episodes"
+    episodes_dir.mkdir(parents=True, exist_ok=True)
+    point = "g-anchor@1"
+    records = []
+    for traj, role, success in (("g-anchor", "anchor", True), ("g-m1", "member", False), ("g-m2", "member", True)):
+        record = episode(episodes_dir, traj, "click-test", "easy", success, 1, n_steps=3)
+        if role == "member":
+            record["steps"] = record["steps"][1:]  # members play from the anchor's state before step 1
+        records.append({**record, "branch": {"role": role, "point": point, "step": 1}})
+    (episodes_dir / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (episodes_dir / "branch_points").mkdir()
+    (episodes_dir / "branch_points" / f"{point}.json").write_text("{}")
+    return run
+
+
+def test_branch_view_offers_the_replay_command_only_for_a_kept_point(tmp_path):
+    run = _branch_run(tmp_path / "run")
+    episodes = {ep["traj_id"]: ep for ep in load_episodes(run, run).episodes}
+    assert episodes["g-m1"]["branch"] == {"role": "member", "point": "g-anchor@1", "step": 1}
+    assert episodes["g-m1"]["replay_command"] == f"python -m verl_asyncweb.replay {run.resolve()} g-m1 1"
+    (run / "episodes" / "branch_points" / "g-anchor@1.json").unlink()
+    assert load_episodes(run, run).episodes[0]["replay_command"] is None
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio(loop_scope="session")
+async def test_viewer_page_shows_a_groups_branches_side_by_side(viewer_page, tmp_path):
+    page, log = viewer_page
+    await _open(page, write_viewer(_branch_run(tmp_path / "run")).index.as_uri())
+    await page.locator("tr.episode-row[data-traj-id='g-m1']").click()
+    columns = page.locator("#episode-detail .branches .branch-column")
+    assert await columns.evaluate_all("cols => cols.map(c => c.dataset.trajId)") == ["g-anchor", "g-m1", "g-m2"]
+    assert "3 branches from state g-anchor@1 (before step 1)" in await page.locator(".branches h3").text_content()
+    for i in range(3):  # every column starts at the shared state: steps 1 and 2, side by side
+        assert await columns.nth(i).locator(".branch-step > .muted").all_text_contents() == ["step 1", "step 2"]
+    boxes = [await columns.nth(i).bounding_box() for i in range(3)]
+    assert boxes[0]["x"] < boxes[1]["x"] < boxes[2]["x"] and abs(boxes[0]["y"] - boxes[2]["y"]) < 1
+    command = page.locator("#episode-detail article.step[data-step-index='1'] .replay-command")
+    assert (await command.text_content()).endswith(" g-m1 1")
+    await columns.nth(0).locator(".branch-head").click()
+    assert await page.locator("#episode-detail").get_attribute("data-traj-id") == "g-anchor"
+    assert await page.locator("#episode-detail article.step[data-step-index='0'] .replay-command").count() == 0
     _assert_clean(log)

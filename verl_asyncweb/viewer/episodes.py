@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -133,6 +134,7 @@ def normalize_episode(record: dict[str, Any], paths: tuple[Path, Path]) -> tuple
             missing.append((i if step["index"] is None else step["index"], step["screenshot_path"] or "(none)"))
     versions = [s["policy_version"] for s in steps if s["policy_version"] is not None]
     success, env_failed = record.get("success") is True, record.get("env_failed") is True
+    branch, replay = branch_view(record, paths[0])
     slice_ = record.get("difficulty_slice")
     return {
         "traj_id": _text(record.get("traj_id")),
@@ -152,7 +154,22 @@ def normalize_episode(record: dict[str, Any], paths: tuple[Path, Path]) -> tuple
         "pv_min": min(versions) if versions else None,
         "pv_max": max(versions) if versions else None,
         "steps": steps,
+        "branch": branch,
+        "replay_command": replay,
     }, missing
+
+
+def branch_view(record: dict[str, Any], episodes_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The episode's branch rollout (role, shared point, step) and the command restoring that point, if kept."""
+    raw = record.get("branch") if isinstance(record.get("branch"), dict) else {}
+    point, step = _text(raw.get("point")), _int(raw.get("step"))
+    if not point or step is None:
+        return None, None
+    branch = {"role": _text(raw.get("role")), "point": point, "step": step}
+    if not (episodes_dir / "branch_points" / f"{point}.json").is_file():
+        return branch, None
+    args = [str(episodes_dir.parent.resolve()), _text(record.get("traj_id")), str(step)]
+    return branch, "python -m verl_asyncweb.replay " + " ".join(shlex.quote(arg) for arg in args)
 
 
 def load_episodes(run_dir: Path, page_dir: Path, max_episodes: int | None = None) -> EpisodeSet:

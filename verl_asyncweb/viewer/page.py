@@ -26,6 +26,13 @@ STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 0 1.5em 3em; color: #1d2430; background: #fafbfc; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.2em; } h3 { font-size: 1em; margin: 0 0 .4em; } h4 { margin: 0 0 .2em; }
 .muted { color: #66707d; }
+.branches { margin: 1em 0; } .restore { background: #eef6ee; padding: .3em .6em; margin: .3em 0; }
+.branch-grid { display: grid; grid-auto-flow: column; grid-auto-columns: minmax(16em, 1fr); gap: 1em; }
+.branch-grid { overflow-x: auto; }
+.branch-column { border: 1px solid #d0d6de; background: #fff; padding: .4em; }
+.branch-head { display: block; width: 100%; text-align: left; margin-bottom: .4em; cursor: pointer; }
+.branch-step { border-top: 1px solid #eef0f3; padding: .3em 0; }
+.branch-action { display: block; white-space: pre-wrap; }
 .warnings { background: #fff4d6; border: 2px solid #d9a400; padding: .4em 1em; margin: 1em 0; }
 .warnings h2 { margin: .2em 0; color: #8a5a00; }
 .warning { color: #8a3b00; }

@@ -169,12 +169,19 @@ SCRIPT = r"""
     return box;
   }
 
-  function renderStep(step, position) {
+  function renderStep(step, position, ep) {
     const article = el("article", "step");
     article.dataset.stepIndex = step.index === null ? position : step.index;
     const meta = "step " + fmt(step.index) + " \u00b7 policy v" + fmt(step.policy_version) + " \u00b7 " +
       fmt(step.response_tokens) + " response tokens";
     article.appendChild(el("h3", null, meta));
+    if (ep.branch && ep.replay_command && step.index === ep.branch.step) {
+      const restore = el("div", "restore");
+      restore.appendChild(el("span", null, "this state is kept: restore it and replay the rest with "));
+      restore.appendChild(el("code", "replay-command", ep.replay_command));
+      restore.appendChild(el("span", "muted", " (add --model PATH to play it with a model)"));
+      article.appendChild(restore);
+    }
     const body = el("div", "step-body");
     body.appendChild(renderShot(step));
     const text = el("div", "step-text");
@@ -185,6 +192,35 @@ SCRIPT = r"""
     body.appendChild(text);
     article.appendChild(body);
     return article;
+  }
+
+  function renderBranches(ep) {
+    // Every trajectory played from the same kept state, side by side from the branch step on.
+    const siblings = episodes.filter((other) => other.branch && other.branch.point === ep.branch.point);
+    const box = el("section", "branches");
+    box.appendChild(el("h3", null, siblings.length + " branches from state " + ep.branch.point +
+      " (before step " + ep.branch.step + ")"));
+    const grid = el("div", "branch-grid");
+    for (const other of siblings) {
+      const column = el("div", "branch-column outcome-" + other.outcome);
+      column.dataset.trajId = other.traj_id;
+      const head = el("button", "branch-head", other.traj_id + " \u00b7 " + other.branch.role + " \u00b7 " +
+        other.outcome.replace("_", " ") + " \u00b7 reward " + fmt(other.reward));
+      head.addEventListener("click", () => select(other.traj_id));
+      column.appendChild(head);
+      for (const step of other.steps.filter((s) => s.index !== null && s.index >= ep.branch.step)) {
+        const card = el("div", "branch-step");
+        card.appendChild(el("div", "muted", "step " + step.index));
+        card.appendChild(renderShot(step));
+        card.appendChild(el("code", "branch-action", step.action_text || "(no action)"));
+        card.appendChild(el("div", "result", step.invalid_reason ? "invalid: " + step.invalid_reason
+          : step.action_result || "(none)"));
+        column.appendChild(card);
+      }
+      grid.appendChild(column);
+    }
+    box.appendChild(grid);
+    return box;
   }
 
   function select(trajId) {
@@ -207,7 +243,8 @@ SCRIPT = r"""
     if (!ep.evaluator_reasons.length) reasons.appendChild(el("li", "muted", "(no evaluator reasons)"));
     outcome.appendChild(reasons);
     detail.appendChild(outcome);
-    ep.steps.forEach((step, i) => detail.appendChild(renderStep(step, i)));
+    if (ep.branch) detail.appendChild(renderBranches(ep));
+    ep.steps.forEach((step, i) => detail.appendChild(renderStep(step, i, ep)));
     if (decodeURIComponent(location.hash.slice(1)) !== "traj=" + trajId) {
       history.replaceState(null, "", "#traj=" + encodeURIComponent(trajId));
     }
