@@ -1,11 +1,11 @@
 """Branch rollouts: a group's members play on from the state its first member reached (issue #16, item 3).
 
 Three ``web_agent`` loops of one group run concurrently with scripted policies behind verl's generate interface,
-on a real Chromium and MiniWoB++'s click-test, meeting on the real branch-board Ray actor. The anchor waits at
-step 0 and clicks at step 1; one member clicks at its first step (the anchor's step 1) and succeeds, the other
-waits until the step cap and fails. Members restore the anchor's page and agent state, so their step-1 prompts
-are the anchor's step-1 prompt token for token. ``python -m verl_asyncweb.replay`` then restores the kept point and
-replays each trajectory's recorded responses from step 1: every outcome is reproduced.
+on a real Chromium and MiniWoB++'s click-test, meeting on the real branch-board Ray actor. The anchor writes
+an invalid action at step 0 and clicks at step 1; one member clicks at its first step (the anchor's step 1) and
+succeeds, the other waits until the step cap and fails. Members restore the anchor's page and agent state, so
+their step-1 prompts are the anchor's step-1 prompt token for token. ``python -m verl_asyncweb.replay`` then
+restores the kept point and replays each trajectory's recorded responses from step 1: every outcome is reproduced.
 """
 
 import asyncio
@@ -30,6 +30,8 @@ from verl_asyncweb.run_folder import RUN_DIR_ENV
 from verl_asyncweb.task_dataset import task_to_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
+
+INVALID = "Memory: {}\nIntention: look around.\nI am not sure which action to take."
 
 
 class _Recorder(WebAgentLoop):
@@ -83,11 +85,11 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
         "left_click", coordinate=target
     )
     servers = [
-        ScriptedPolicyServer(processor.tokenizer, [WAIT, click], [{"global_steps": 3}] * 2),  # the anchor
+        ScriptedPolicyServer(processor.tokenizer, [INVALID, click], [{"global_steps": 3}] * 2),  # the anchor
         ScriptedPolicyServer(processor.tokenizer, [click], [{"global_steps": 3}]),
         ScriptedPolicyServer(processor.tokenizer, [WAIT, WAIT], [{"global_steps": 3}] * 2),
     ]
-    loops = [_loop(_Recorder, cfg, server, processor) for server in servers]
+    loops = [_loop(_Recorder, cfg, server) for server in servers]
     group = "branch-group-1"
     try:
         anchor_run = await _start_anchor(loops[0], group, task)
@@ -112,6 +114,8 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
         assert {o.extra_fields["branch_point"] for o in outputs} == {point}
         assert outputs[0].extra_fields["traj_num_steps"] == len(outputs)
     assert [anchor[0].reward_score, winner[0].reward_score, loser[0].reward_score] == [1.0, 1.0, 0.0]
+    # Counts describe a trajectory's own steps: the anchor's invalid step 0 is not the members'.
+    assert [loop.report["summary"].invalid_actions for loop in loops] == [1, 0, 0]
     # The members saw the anchor's step-1 prompt: the same Memory, history line and image tokens.
     assert winner[0].prompt_ids == anchor[1].prompt_ids == loser[0].prompt_ids
     assert [len(server.calls) for server in servers] == [2, 1, 2]
@@ -121,7 +125,7 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
     assert saved.id == point and saved.step == 1 and saved.snapshot.kind == "miniwob"
     assert saved.snapshot.task["task_id"] == task.task_id
     assert len(saved.history) == len(saved.screenshots) == 1 and saved.history[0].screenshot == saved.screenshots[0]
-    assert saved.memory == {} and "wait" in saved.history[0].action_text.lower()
+    assert saved.memory == {} and saved.history[0].invalid_reason
 
     # The run folder as the trainer leaves it: episode records and the resolved config.
     with (tmp_path / "episodes" / "episodes.jsonl").open("w") as out:
@@ -163,7 +167,7 @@ async def test_members_play_whole_episodes_when_the_anchor_ends_before_the_branc
     target = await _button_coordinate(AsyncWebConfig.from_config(cfg.asyncweb).env, task)
     click = "Memory: {}\nIntention: press the button.\n" + tool_call("left_click", coordinate=target)
     loops = [
-        _loop(_Recorder, cfg, ScriptedPolicyServer(processor.tokenizer, [click], [{"global_steps": 1}]), processor)
+        _loop(_Recorder, cfg, ScriptedPolicyServer(processor.tokenizer, [click], [{"global_steps": 1}]))
         for _ in range(2)
     ]
     try:

@@ -6,17 +6,18 @@ reward 1 and yield exactly one sample per step with consistent trajectory fields
 across a weight update (versions 6 to 7, as verl's client reports it): the trajectory's earliest version is 6.
 """
 
+from pathlib import Path
+
 import pytest
 from omegaconf import OmegaConf
 from transformers import AutoProcessor
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
 from verl_asyncweb.agent.loop import WebAgentLoop, _SharedPool, _SharedScreenshots
 from verl_asyncweb.env import BrowserPool, load_tasks
 from verl_asyncweb.env.oracle import find, tool_call
+from verl_asyncweb.learning.evaluate import agent_loop_kwargs
 from verl_asyncweb.main import load_config
 from verl_asyncweb.task_dataset import task_to_json
 
@@ -61,16 +62,9 @@ async def _button_coordinate(env_config, task) -> list[int]:
         return find(await pool.reset(session, task), "Click Me!")
 
 
-def _loop(loop_cls, trainer_config, server, processor):
-    return loop_cls(
-        trainer_config=DictConfigWrap(trainer_config),
-        server_manager=server,
-        tokenizer=processor.tokenizer,
-        processor=processor,
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(trainer_config.data),
-        hf_model_type="qwen2_5_vl",
-    )
+def _loop(loop_cls, trainer_config, server):
+    """A loop as verl's agent-loop worker builds it, on the config's model."""
+    return loop_cls(**agent_loop_kwargs(trainer_config, Path(trainer_config.actor_rollout_ref.model.path), server))
 
 
 async def _close_shared_pool():
@@ -92,7 +86,7 @@ async def test_scripted_policy_succeeds_with_one_sample_per_step(ray_cluster, tr
     )
     split_generation = {"global_steps": 7, "min_global_steps": 6, "max_global_steps": 7}
     server = ScriptedPolicyServer(processor.tokenizer, [WAIT, click], [split_generation, {"global_steps": 7}])
-    loop = _loop(WebAgentLoop, trainer_config, server, processor)
+    loop = _loop(WebAgentLoop, trainer_config, server)
     try:
         outputs = await loop.run({"temperature": 1.0}, uid="u1", extra_info={"task": task_to_json(task)})
     finally:
@@ -130,7 +124,7 @@ async def test_an_episode_that_raises_is_reported_so_its_screenshots_are_release
     task = load_tasks("miniwob", names=["click-test"], seed=11)[0]
     processor = AutoProcessor.from_pretrained(tiny_model_path)
     server = ScriptedPolicyServer(processor.tokenizer, [WAIT, RuntimeError("rollout server lost")], [{}, {}])
-    loop = _loop(_ReportingLoop, trainer_config, server, processor)
+    loop = _loop(_ReportingLoop, trainer_config, server)
     try:
         with pytest.raises(RuntimeError, match="rollout server lost"):
             await loop.run({"temperature": 1.0}, uid="u2", extra_info={"task": task_to_json(task)})

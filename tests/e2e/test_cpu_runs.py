@@ -2,7 +2,8 @@
 
 One async run is disturbed twice: its Chromium processes are killed after the first step until failed episodes are
 counted (chaos), then the whole job is SIGKILLed after its latest checkpoint; resuming from the run folder must
-finish the run. A sync run of the same recipe runs too, and compare and the viewer read both run folders. A third
+finish the run. A sync run of the same recipe runs too, on the GPU recipes' model family (a tiny Qwen3-VL) and with
+branch rollouts on, and compare and the viewer read both run folders. A third
 run (sync, where a lost episode would stall the step) meets the other faults of a running job: its screenshot store
 and its agent-loop worker process are killed, and the judge of its WebGym task answers only errors.
 """
@@ -174,11 +175,23 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
 
 @pytest.fixture(scope="module")
 def sync_run(tmp_path_factory) -> Path:
+    """A sync run of the same recipe (policy lag 0) with two more things on.
+
+    The GPU recipes' model family: a tiny Qwen3-VL, which differs from the Qwen2.5-VL smoke model everywhere images
+    meet tokens (its processor's 16-pixel patches, verl's interleaved-mrope rope index and deepstack visual features
+    in the trainer's forward, the pixel rebuild from screenshot keys). Branch rollouts: each group's second member
+    plays on from step 1 of its first member's episode.
+    """
     tmp_path = tmp_path_factory.mktemp("sync")
     run_dir = tmp_path / "sync"
-    run_to_completion(
-        main_command(run_dir, "asyncweb.rollout_mode=sync", "trainer.total_training_steps=2"), tmp_path / "sync.log"
+    command = main_command(
+        run_dir,
+        "asyncweb.rollout_mode=sync",
+        "trainer.total_training_steps=2",
+        "asyncweb.tiny_model_size=qwen3-tiny",
+        "asyncweb.agent.branch_step=1",
     )
+    run_to_completion(command, tmp_path / "sync.log")
     return run_dir
 
 
@@ -189,8 +202,41 @@ def test_sync_run_of_the_same_recipe(sync_run):
     for data in steps.values():
         assert data["asyncweb/overlap/generation_during_update_s"] == 0.0
         assert data["asyncweb/policy_lag/max"] == 0, "sync: every sample comes from the weights being trained"
+        assert data["asyncweb/screenshots/images_per_step"] > 0 and data["asyncweb/screenshots/dropped_samples"] == 0
+    # Qwen3-VL through verl's engine: pi_prox equals the rollout's log-probs within 1e-3 on every step.
     assert_every_step_metrics(steps)
+    model = Path(OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref.model.path)
+    assert OmegaConf.load(model / "config.json").model_type == "qwen3_vl"
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
+
+
+def test_branched_groups_share_their_branch_point_and_replay_reproduces_a_member(sync_run, ray_cluster):
+    from verl_asyncweb.agent.branch import load_point
+    from verl_asyncweb.replay import format_result, replay
+
+    run_dir = sync_run
+    episodes = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
+    by_point: dict[str, list[dict]] = {}
+    for episode in episodes:
+        if (episode.get("branch") or {}).get("point"):
+            by_point.setdefault(episode["branch"]["point"], []).append(episode)
+    points = sorted((run_dir / "episodes" / "branch_points").glob("*.json"))
+    assert points and {path.stem for path in points} == set(by_point), "every kept point is a shared state"
+    steps = read_steps(run_dir / "metrics.jsonl")
+    members = sum(data["asyncweb/branch/members"] for data in steps.values())
+    assert members == sum(len(group) - 1 for group in by_point.values()) > 0
+    for point, group in by_point.items():
+        anchor, *rest = sorted(group, key=lambda e: e["branch"]["role"] != "anchor")
+        assert anchor["branch"]["role"] == "anchor" and anchor["traj_id"] == point.split("@")[0]
+        assert rest and all(m["branch"] == {"role": "member", "point": point, "step": 1} for m in rest)
+        assert all(m["steps"][0]["step_index"] == 1 for m in rest), "members start at the branch step"
+        assert all(m["traj_id"].rsplit("-", 1)[0] == anchor["traj_id"].rsplit("-", 1)[0] for m in rest), "one group"
+        loaded = load_point(run_dir / "episodes" / "branch_points" / f"{point}.json", run_dir / "episodes" / "screens")
+        assert loaded.step == 1 and len(loaded.screenshots) == 1
+    member = next(m for group in by_point.values() for m in group if m["branch"]["role"] == "member")
+    result = replay(run_dir, member["traj_id"], 1)
+    assert result["reproduced"], format_result(result)
+    assert [s["action_text"] for s in result["steps"]] == [s["action_text"] for s in member["steps"]]
 
 
 def test_console_is_short_lines_and_a_summary_with_the_rest_in_the_run_folder(sync_run):

@@ -9,19 +9,18 @@ only.
 import json
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 from transformers import AutoProcessor
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from verl_asyncweb.agent.loop import WebAgentLoop
 from verl_asyncweb.agent.prompts import element_targets
 from verl_asyncweb.agent.response import parse_response
 from verl_asyncweb.config.schema import AsyncWebConfig
 from verl_asyncweb.learning.demos import load_demos, record_demos
-from verl_asyncweb.learning.evaluate import evaluate
+from verl_asyncweb.learning.evaluate import agent_loop_kwargs, evaluate
 from verl_asyncweb.learning.splits import HELD_OUT_SEED
 from verl_asyncweb.learning.warm_start import prompt_builder, step_sample, warm_start
 from verl_asyncweb.main import load_config
@@ -94,15 +93,7 @@ async def test_demo_prompts_tokenize_as_the_agent_loop_tokenizes_them(demos, lea
     cfg, _ = learning_config
     cfg = OmegaConf.merge(cfg, {"actor_rollout_ref": {"model": {"path": str(tiny_model_path)}}})
     processor = AutoProcessor.from_pretrained(tiny_model_path)
-    loop = WebAgentLoop(
-        trainer_config=DictConfigWrap(cfg),
-        server_manager=None,
-        tokenizer=processor.tokenizer,
-        processor=processor,
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(cfg.data),
-        hf_model_type="qwen2_5_vl",
-    )
+    loop = WebAgentLoop(**agent_loop_kwargs(cfg, Path(tiny_model_path), server_manager=None))
     builder = prompt_builder(processor, "qwen2_5_vl")
     from PIL import Image
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import ray
 
+from verl_asyncweb.agent.named_actor import named_actor
 from verl_asyncweb.agent.prompts import StepRecord
 from verl_asyncweb.agent.screenshots import screenshot_key
 from verl_asyncweb.env.snapshot import EnvSnapshot
@@ -56,8 +57,6 @@ class BranchPoint:
         progress: The agent's Progress after ``step`` steps.
         history: The finished rounds (their ``screenshot`` as encoded bytes).
         screenshots: The observation screenshot of each finished step, oldest first.
-        invalid_actions: Invalid actions among the finished steps.
-        stuck_steps: Stuck steps among the finished steps.
         answer: The answer given so far.
     """
 
@@ -69,8 +68,6 @@ class BranchPoint:
     progress: dict | None = None
     history: list[StepRecord] = field(default_factory=list)
     screenshots: list[bytes] = field(default_factory=list)
-    invalid_actions: int = 0
-    stuck_steps: int = 0
     answer: str | None = None
 
     @property
@@ -94,8 +91,6 @@ class BranchPoint:
             "progress": self.progress,
             "history": history,
             "screenshots": [screenshot_key(blob) for blob in self.screenshots],
-            "invalid_actions": self.invalid_actions,
-            "stuck_steps": self.stuck_steps,
             "answer": self.answer,
         }
 
@@ -124,8 +119,6 @@ class BranchPoint:
             progress=record["progress"],
             history=history,
             screenshots=[load_screenshot(key) for key in record["screenshots"]],
-            invalid_actions=int(record["invalid_actions"]),
-            stuck_steps=int(record["stuck_steps"]),
             answer=record["answer"],
         )
 
@@ -205,15 +198,9 @@ class BranchBoard:
         return {group: entry["joined"] for group, entry in self._groups.items()}
 
 
-_board = None
-
-
 def board_actor():
     """Get or create the job's branch board; the handle is cached per process."""
-    global _board
-    if _board is None:
-        _board = BranchBoard.options(name=BOARD_ACTOR_NAME, get_if_exists=True).remote()
-    return _board
+    return named_actor(BranchBoard, BOARD_ACTOR_NAME)
 
 
 async def join(group: str, size: int) -> int:

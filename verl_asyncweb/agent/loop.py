@@ -155,10 +155,13 @@ def step_messages(agent_config: AgentConfig, state: EpisodeState, observation) -
 
 
 def _resume_state(state: EpisodeState, point) -> None:
-    """Carry the anchor's agent state at the branch point into this member's episode."""
+    """Carry the anchor's agent state at the branch point into this member's episode.
+
+    What the prompts and the evaluator see carries over; the counts (invalid and stuck steps) start at zero, as
+    they describe the member's own steps, the only ones it reports and trains on.
+    """
     state.instruction, state.memory, state.progress = point.instruction, point.memory, point.progress
-    state.history, state.screenshots = list(point.history), list(point.screenshots)
-    state.invalid_actions, state.stuck_steps, state.answer = point.invalid_actions, point.stuck_steps, point.answer
+    state.history, state.screenshots, state.answer = list(point.history), list(point.screenshots), point.answer
 
 
 def shown_element_targets(agent_config: AgentConfig, observation) -> dict[int, tuple[int, int]] | None:
@@ -285,8 +288,6 @@ class WebAgentLoop(AgentLoopBase):
             progress=state.progress,
             history=list(state.history),
             screenshots=list(state.screenshots),
-            invalid_actions=state.invalid_actions,
-            stuck_steps=state.stuck_steps,
             answer=state.answer,
         )
         state.branch_point = point.id

@@ -12,6 +12,8 @@ from typing import Any
 
 import ray
 
+from verl_asyncweb.agent.named_actor import named_actor
+
 logger = logging.getLogger(__name__)
 
 STATS_ACTOR_NAME = "asyncweb_rollout_stats"
@@ -48,12 +50,6 @@ class RolloutStats:
         return dict(self._totals)
 
 
-_handle = None
-
-
 def stats_actor():
     """Get or create the job's stats actor; the handle is cached per process."""
-    global _handle
-    if _handle is None:
-        _handle = RolloutStats.options(name=STATS_ACTOR_NAME, get_if_exists=True).remote()
-    return _handle
+    return named_actor(RolloutStats, STATS_ACTOR_NAME)
