@@ -288,7 +288,7 @@ def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
     except (OSError, ValueError) as exc:
         raise SetupError(f"asyncweb.tasks: {exc}") from exc
     cfg.data.train_files = str(write_task_dataset(train, run.data_dir / "train.parquet"))
-    cfg.data.val_files = str(write_task_dataset(val, run.data_dir / "val.parquet"))
+    cfg.data.val_files = str(write_task_dataset(val, run.data_dir / "val.parquet", split="val"))
     cfg.trainer.default_local_dir = str(run.root)
     OmegaConf.set_struct(cfg, True)
 

@@ -66,8 +66,9 @@ def task_from_json(text: str) -> Task:
         raise ValueError(f"bad task record in the dataset: {exc}") from exc
 
 
-def task_rows(tasks: list[Task]) -> list[dict[str, Any]]:
-    """verl dataset rows: the instruction as the raw prompt, the whole task in ``extra_info.task``."""
+def task_rows(tasks: list[Task], split: str = "train") -> list[dict[str, Any]]:
+    """verl dataset rows: the instruction as the raw prompt, the whole task in ``extra_info.task``, the dataset's
+    ``split`` (``train`` or ``val``) in ``extra_info.split``."""
     return [
         {
             "data_source": f"asyncweb/{task.source}",
@@ -75,18 +76,18 @@ def task_rows(tasks: list[Task]) -> list[dict[str, Any]]:
             "agent_name": AGENT_NAME,
             "ability": "web",
             "reward_model": {"style": "environment", "ground_truth": task.reference_answer or ""},
-            "extra_info": {"index": index, "task_id": task.task_id, "task": task_to_json(task)},
+            "extra_info": {"index": index, "task_id": task.task_id, "task": task_to_json(task), "split": split},
         }
         for index, task in enumerate(tasks)
     ]
 
 
-def write_task_dataset(tasks: list[Task], path: Path) -> Path:
+def write_task_dataset(tasks: list[Task], path: Path, split: str = "train") -> Path:
     import pandas as pd
 
     if not tasks:
         raise ValueError(f"no tasks to write to {path}: check asyncweb.tasks")
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(task_rows(tasks)).to_parquet(path)
+    pd.DataFrame(task_rows(tasks, split)).to_parquet(path)
     logger.info("wrote %d tasks to %s", len(tasks), path)
     return path

@@ -155,7 +155,7 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_members_play_whole_episodes_when_the_anchor_ends_before_the_branch_step(
+async def test_members_play_whole_episodes_when_the_anchor_ends_before_the_branch_step_and_validation_never_branches(
     ray_cluster, tiny_model_path, tmp_path, monkeypatch
 ):
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
@@ -168,16 +168,20 @@ async def test_members_play_whole_episodes_when_the_anchor_ends_before_the_branc
     click = "Memory: {}\nIntention: press the button.\n" + tool_call("left_click", coordinate=target)
     loops = [
         _loop(_Recorder, cfg, ScriptedPolicyServer(processor.tokenizer, [click], [{"global_steps": 1}]))
-        for _ in range(2)
+        for _ in range(3)
     ]
     try:
         anchor_run = await _start_anchor(loops[0], "branch-group-2", task)
         member = loops[1].run({"temperature": 1.0}, uid="branch-group-2", extra_info={"task": task_to_json(task)})
         anchor, fallback = await asyncio.gather(anchor_run, member)
+        val_info = {"task": task_to_json(task), "split": "val"}
+        await loops[2].run({"temperature": 0.0}, uid="branch-group-3", extra_info=val_info)
     finally:
         await _close_shared_pool()
 
-    assert [loop.report["branch"]["role"] for loop in loops] == ["anchor", "fallback"]
+    assert [loop.report["branch"]["role"] for loop in loops[:2]] == ["anchor", "fallback"]
+    assert loops[2].report["branch"] is None, "validation episodes never branch"
+    assert "branch-group-3" not in await branch.board_actor().open_groups.remote()
     assert [o.extra_fields["step_index"] for o in fallback] == [0], "a fallback member plays from the start"
     assert {o.extra_fields["branch_point"] for o in anchor + fallback} == {""}
     assert not (tmp_path / "episodes" / "branch_points").exists()

@@ -37,6 +37,8 @@ def test_task_sources_parse_and_round_trip():
     rows = task_rows(tasks)
     assert all(row["agent_name"] == "web_agent" for row in rows)
     assert [task_from_json(row["extra_info"]["task"]) for row in rows] == tasks
+    assert {row["extra_info"]["split"] for row in rows} == {"train"}
+    assert {row["extra_info"]["split"] for row in task_rows(tasks, "val")} == {"val"}
 
 
 def test_unknown_site_task_is_named():

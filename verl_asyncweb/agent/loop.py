@@ -236,7 +236,7 @@ class WebAgentLoop(AgentLoopBase):
         if point is not None:
             state.branch_role, state.branch_point, state.branch_step = MEMBER, point.id, point.step
         else:
-            point = await self._join_branch(state)
+            point = await self._join_branch(state) if extra_info.get("split") != "val" else None
         started = time.time()
         session = await pool.acquire()
         try:
