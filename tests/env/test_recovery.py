@@ -68,3 +68,28 @@ async def test_reset_on_dead_browser_relaunches_before_the_episode(make_config):
             obs = await pool.reset(s, task)
             assert not obs.env_failed, obs.error
         assert pool.stats()["relaunches"] == 1
+
+
+def _our_playwright_drivers() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if "playwright" in " ".join(p.cmdline())}
+
+
+async def test_a_start_that_fails_half_way_leaves_no_browser_or_driver(make_config, monkeypatch):
+    """A page that cannot be opened after the browsers launched (a timeout under load, here injected) fails the
+    start; before the fix its Playwright driver and browsers stayed, and every retried start added more."""
+    import verl_asyncweb.env.pool as pool_module
+
+    async def failing_build_context(*args, **kwargs):
+        raise TimeoutError("context creation timed out")
+
+    before_chromium, before_drivers = our_chromium_pids(), _our_playwright_drivers()
+    monkeypatch.setattr(pool_module, "build_context", failing_build_context)
+    for _ in range(2):  # a retried start cleans up after itself too
+        pool = BrowserPool(make_config(num_browsers=2, pages_per_browser=1))
+        with pytest.raises(TimeoutError, match="context creation"):
+            await pool.start()
+        await pool.close()  # nothing started: a no-op
+    await asyncio.sleep(0.5)
+    alive = [p for p in our_chromium_pids() - before_chromium if psutil.pid_exists(p)]
+    assert not [p for p in alive if psutil.Process(p).status() != psutil.STATUS_ZOMBIE], alive
+    assert not (_our_playwright_drivers() - before_drivers)

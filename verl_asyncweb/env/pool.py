@@ -84,16 +84,22 @@ class BrowserPool(SnapshotMixin):
             return
         from playwright.async_api import async_playwright  # heavy; imported only where browsers start
 
-        if self._server is not None:
-            await self._server.start()
-        self._playwright = await async_playwright().start()
-        self._slots = [BrowserSlot(i, self._playwright, self.config) for i in range(self.config.num_browsers)]
-        await asyncio.gather(*(slot.ensure() for slot in self._slots))
-        self._free = asyncio.Queue()
-        for slot in self._slots:
-            for _ in range(self.config.pages_per_browser):
-                self._sessions.append(Session(slot=slot))
-        await asyncio.gather(*(build_context(s, self.config, self._stats, None) for s in self._sessions))
+        try:
+            if self._server is not None:
+                await self._server.start()
+            self._playwright = await async_playwright().start()
+            self._slots = [BrowserSlot(i, self._playwright, self.config) for i in range(self.config.num_browsers)]
+            await asyncio.gather(*(slot.ensure() for slot in self._slots))
+            self._free = asyncio.Queue()
+            for slot in self._slots:
+                for _ in range(self.config.pages_per_browser):
+                    self._sessions.append(Session(slot=slot))
+            await asyncio.gather(*(build_context(s, self.config, self._stats, None) for s in self._sessions))
+        except BaseException:
+            # A start that failed half-way (a launch timeout under load) must not leave its Playwright driver and
+            # browsers behind: the next episode starts a new pool, and leaked ones would pile up.
+            await self._teardown()
+            raise
         for session in self._sessions:
             self._free.put_nowait(session)
         self._started = True
@@ -104,12 +110,19 @@ class BrowserPool(SnapshotMixin):
         if not self._started:
             return
         self._started = False
+        await self._teardown()
+
+    async def _teardown(self) -> None:
+        """Close whatever was started: contexts, browsers, Playwright, the site server."""
         await asyncio.gather(*(close_context(s, self.config.close_timeout_s) for s in self._sessions))
         await asyncio.gather(*(slot.close() for slot in self._slots))
-        try:
-            await asyncio.wait_for(self._playwright.stop(), self.config.launch_timeout_s)
-        except Exception as exc:
-            logger.warning("playwright did not stop cleanly: %s", type(exc).__name__)
+        self._sessions, self._slots = [], []
+        if self._playwright is not None:
+            try:
+                await asyncio.wait_for(self._playwright.stop(), self.config.launch_timeout_s)
+            except Exception as exc:
+                logger.warning("playwright did not stop cleanly: %s", type(exc).__name__)
+            self._playwright = None
         if self._server is not None:
             await self._server.close()
 
