@@ -122,12 +122,11 @@ def _action_overlay(parsed) -> dict[str, Any]:
 
 def _save_branch_point(point) -> None:
     """Keep the anchor's branch point in the run folder, where ``python -m verl_asyncweb.replay`` finds it."""
-    from verl_asyncweb.agent.branch import save_point
     from verl_asyncweb.run_folder import branch_point_path
 
     path = branch_point_path(point.id)
     if path is not None:
-        save_point(point, path)
+        branch.save_point(point, path)
 
 
 def _image(data: bytes):
