@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import math
-import shutil
 from dataclasses import dataclass, field
 
 from verl.base_config import BaseConfig
 
-# Flags from DESIGN.md section 4: headless Debian Chromium without sandbox, GPU, QUIC or phoning home.
-DEFAULT_CHROMIUM_ARGS: tuple[str, ...] = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--dns-prefetch-disable",
+# The flags live in a verl-free module (the browser server imports them); importable from here as before.
+from verl_asyncweb.env.chromium import (  # noqa: F401
+    DEFAULT_CHROMIUM_ARGS,
+    DETERMINISTIC_CHROMIUM_ARGS,
+    LOOPBACK_ONLY_ARGS,
+    find_chromium,
 )
-
-# Added with ``deterministic_clock``: partial raster re-rasterises only damaged areas, which leaves +-1 differences
-# in anti-aliased edges depending on the page's repaint history (measured: identical MiniWoB++ resets gave two
-# screenshot hashes); smooth scrolling animates on the wall clock.
-DETERMINISTIC_CHROMIUM_ARGS: tuple[str, ...] = ("--disable-partial-raster", "--disable-smooth-scrolling")
-
-# Extra flag for tests and offline runs: every host name except loopback fails to resolve, so nothing
-# outside this machine can be reached even by a request that slipped past ``context.route``.
-LOOPBACK_ONLY_ARGS: tuple[str, ...] = ("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",)
 
 
 def _positive(name: str, value: float) -> None:
@@ -168,15 +152,7 @@ class BrowserPoolConfig(BaseConfig):
         Raises:
             ValueError: If ``executable_path`` is unset and no ``chromium`` is on ``PATH``.
         """
-        if self.executable_path:
-            return self.executable_path
-        found = shutil.which("chromium") or shutil.which("chromium-browser")
-        if found is None:
-            raise ValueError(
-                "asyncweb.env.executable_path is unset and no 'chromium' binary is on PATH; "
-                "install Debian's chromium package or set asyncweb.env.executable_path"
-            )
-        return found
+        return find_chromium(self.executable_path)
 
 
 @dataclass
