@@ -22,6 +22,9 @@ COUNTERS = (
     "snapshots_restored",
     "snapshots_replayed",
     "snapshots_diverged",
+    "remote_connect_failures",
+    "remote_endpoints_lost",
+    "remote_endpoints_restored",
 )
 
 
