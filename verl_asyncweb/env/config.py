@@ -61,8 +61,9 @@ class BrowserPoolConfig(BaseConfig):
     Args:
         num_browsers: Chromium processes kept alive for the whole run.
         pages_per_browser: Concurrent sessions (context + page) per browser.
-        executable_path: Chromium binary; ``None`` looks up ``chromium`` on ``PATH``.
-        chromium_args: Command-line flags of every browser.
+        executable_path: Chromium binary; ``None`` looks up ``chromium`` on ``PATH``. Not used with
+            ``remote_endpoints`` (the browser server chose its binary).
+        chromium_args: Command-line flags of every browser launched here (a browser server uses its own).
         viewport_width: Viewport width in CSS pixels.
         viewport_height: Viewport height in CSS pixels.
         screenshot_format: ``"jpeg"`` or ``"png"``.
@@ -78,8 +79,21 @@ class BrowserPoolConfig(BaseConfig):
         max_wait_s: Longest ``wait`` action a model may ask for.
         locale: Browser locale of every context.
         timezone_id: Time zone of every context.
-        site_host: Interface the bundled site server listens on (port chosen by the OS).
+        site_host: Interface the bundled site server listens on (port chosen by the OS); ``0.0.0.0`` or ``::``
+            to serve remote browsers.
+        site_public_host: Host name browsers are sent to for the site server (the origin of MiniWoB++ and the
+            offline sites). ``None``: ``site_host``, or, when ``site_host`` is a wildcard address, this machine's
+            host name (``socket.gethostname()``, looked up where the pool starts, i.e. on the rollout worker).
+            Remote browsers must be able to resolve and reach it.
         start_site_server: Start the bundled site server (MiniWoB++ and the offline sites) with the pool.
+        remote_endpoints: Websocket endpoints (``ws://`` or ``wss://``) of browser servers started with
+            ``python -m verl_asyncweb.browser_server`` on other (CPU) hosts. Empty: launch Chromium here. Otherwise
+            every browser connects instead of launching, slot ``i`` to endpoint ``i % len(remote_endpoints)``; an
+            endpoint that cannot be reached leaves the rotation (``remote_endpoints_lost`` in the pool's stats) and
+            its slots move to the next one. ``executable_path``, ``chromium_args`` and the Chromium flags of
+            ``deterministic_clock`` are then the server's (start it with ``--deterministic-clock`` to match).
+            Each endpoint ends in a capability token: treat it as a secret.
+        remote_retry_s: Time after which an endpoint out of rotation is tried again (when a browser needs one).
         deterministic_clock: Take page time off the wall clock so episodes replay and snapshots restore
             identically (issue #16): a paused fake clock in every context, ``clock_step_ms`` of page time per step,
             ``wait`` advances page time instead of sleeping, no caret blink. Off by default: pages then run in
@@ -109,7 +123,10 @@ class BrowserPoolConfig(BaseConfig):
     locale: str = "en-US"
     timezone_id: str = "UTC"
     site_host: str = "127.0.0.1"
+    site_public_host: str | None = None
     start_site_server: bool = True
+    remote_endpoints: tuple[str, ...] = ()
+    remote_retry_s: float = 60.0
     deterministic_clock: bool = False
     clock_step_ms: int = 1000
     latency: LatencyConfig = field(default_factory=LatencyConfig)
@@ -125,6 +142,7 @@ class BrowserPoolConfig(BaseConfig):
             "launch_timeout_s",
             "close_timeout_s",
             "max_wait_s",
+            "remote_retry_s",
         ):
             _positive(f"asyncweb.env.{name}", getattr(self, name))
         if not self.clock_step_ms >= 0:
@@ -140,6 +158,27 @@ class BrowserPoolConfig(BaseConfig):
         if isinstance(self.latency, dict):
             object.__setattr__(self, "latency", LatencyConfig(**self.latency))
         object.__setattr__(self, "chromium_args", tuple(self.chromium_args))
+        self._check_remote()
+
+    def _check_remote(self) -> None:
+        if isinstance(self.remote_endpoints, str):
+            raise ValueError(
+                f"asyncweb.env.remote_endpoints must be a list of ws:// or wss:// URLs, got the string "
+                f"{self.remote_endpoints!r}; write [{self.remote_endpoints!r}]"
+            )
+        object.__setattr__(self, "remote_endpoints", tuple(self.remote_endpoints))
+        for endpoint in self.remote_endpoints:
+            if not isinstance(endpoint, str) or not endpoint.startswith(("ws://", "wss://")):
+                raise ValueError(
+                    f"asyncweb.env.remote_endpoints entries must start with ws:// or wss://, got {endpoint!r}; "
+                    "use the line python -m verl_asyncweb.browser_server prints"
+                )
+        public = self.site_public_host
+        if public is not None and (not public or "/" in public or public.count(":") == 1 or " " in public):
+            raise ValueError(
+                f"asyncweb.env.site_public_host must be a bare host name or IP address (no scheme, port or path), "
+                f"got {public!r}"
+            )
 
     @property
     def size(self) -> int:

@@ -4,6 +4,10 @@ One pool per worker process, kept for the whole run (DESIGN.md sections 2 and 4)
 are created once and reused across episodes; an episode gets a fresh cookie jar and site state, not a new page.
 Infrastructure trouble never escapes as an exception: the step or reset reports ``env_failed=True`` and the pool
 repairs itself (step timeout -> close context -> new context + page; browser gone -> relaunch).
+
+With ``asyncweb.env.remote_endpoints`` the browsers are remote (``python -m verl_asyncweb.browser_server`` on
+CPU hosts): "relaunch" becomes "reconnect", on another endpoint when one cannot be reached (:mod:`.remote`).
+The network guards are client-side (``context.route``, init scripts, bindings), so they hold over ``connect``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from verl_asyncweb.env.fork import SnapshotMixin
 from verl_asyncweb.env.latency import LatencyModel
 from verl_asyncweb.env.network import NetworkPolicy, origin_of
 from verl_asyncweb.env.observe import observe
+from verl_asyncweb.env.remote import RemoteEndpoints
 from verl_asyncweb.env.results import EvalResult, Observation, StepResult, describe_error
 from verl_asyncweb.env.server import EPISODE_COOKIE, SiteServer
 from verl_asyncweb.env.session import Session, build_context, close_context, finish_cleanups, navigation_history
@@ -59,7 +64,14 @@ class BrowserPool(SnapshotMixin):
         self.judge = judge
         self._stats = PoolStats()
         self._latency = LatencyModel(self.config.latency)
-        self._server = SiteServer(self.config.site_host) if self.config.start_site_server else None
+        self._server = (
+            SiteServer(self.config.site_host, self.config.site_public_host) if self.config.start_site_server else None
+        )
+        self._remotes = (
+            RemoteEndpoints(self.config.remote_endpoints, self._stats, self.config.remote_retry_s)
+            if self.config.remote_endpoints
+            else None
+        )
         self._playwright: Any = None
         self._slots: list[BrowserSlot] = []
         self._sessions: list[Session] = []
@@ -79,7 +91,11 @@ class BrowserPool(SnapshotMixin):
         return self._server.origin if self._server else ""
 
     async def start(self) -> None:
-        """Start the site server, launch the browsers and open every page."""
+        """Start the site server, launch (or connect) the browsers and open every page.
+
+        Raises:
+            RemoteBrowsersUnavailable: With remote endpoints, if none of them could be reached.
+        """
         if self._started:
             return
         from playwright.async_api import async_playwright  # heavy; imported only where browsers start
@@ -87,8 +103,12 @@ class BrowserPool(SnapshotMixin):
         try:
             if self._server is not None:
                 await self._server.start()
+                if self._remotes is not None:
+                    self._remotes.warn_if_unreachable(self._server.origin)
             self._playwright = await async_playwright().start()
-            self._slots = [BrowserSlot(i, self._playwright, self.config) for i in range(self.config.num_browsers)]
+            self._slots = [
+                BrowserSlot(i, self._playwright, self.config, self._remotes) for i in range(self.config.num_browsers)
+            ]
             await asyncio.gather(*(slot.ensure() for slot in self._slots))
             self._free = asyncio.Queue()
             for slot in self._slots:
@@ -127,8 +147,9 @@ class BrowserPool(SnapshotMixin):
             await self._server.close()
 
     def stats(self) -> dict[str, int]:
-        """Counters: episodes, steps, timeouts, recoveries by rung, relaunches, blocked attempts, failures, and
-        snapshots taken / restored / restored by inexact action replay / whose restore did not reproduce them."""
+        """Counters: episodes, steps, timeouts, recoveries by rung, relaunches (reconnects for remote browsers),
+        blocked attempts, failures, snapshots taken / restored / restored by inexact action replay / whose restore
+        did not reproduce them, and remote endpoints: failed connects, endpoints lost and restored."""
         return self._stats.snapshot()
 
     async def acquire(self) -> Session:
@@ -289,7 +310,9 @@ class BrowserPool(SnapshotMixin):
     async def _fail_step(self, session: Session, error: str, exc: BaseException | None) -> StepResult:
         """End the episode as failed by the environment and recover the session for the next one."""
         logger.warning("session %d step failed: %s", session.session_id, error)
-        await self._recover(session, exc)
+        unrecovered = await self._recover(session, exc)
+        if unrecovered:  # e.g. no remote browser endpoint left in rotation: say so in the episode's error
+            error = f"{error}; {unrecovered}"
         session.done, session.env_failed, session.error = True, True, error
         self._stats.add("env_failures")
         return StepResult(Observation(env_failed=True, error=error), done=True, env_failed=True, error=error)
@@ -390,8 +413,12 @@ class BrowserPool(SnapshotMixin):
             self._stats.add("recoveries_context")
         await build_context(session, self.config, self._stats, task)
 
-    async def _recover(self, session: Session, exc: BaseException | None) -> None:
-        """Rung 1: close the context and open a new one. Rung 2: relaunch the browser (dead, or context stuck)."""
+    async def _recover(self, session: Session, exc: BaseException | None) -> str | None:
+        """Rung 1: close the context and open a new one. Rung 2: relaunch the browser (dead, or context stuck).
+
+        Returns:
+            ``None`` if the session was repaired, else why not (the next reset climbs the ladder again).
+        """
         if isinstance(exc, TimeoutError):
             self._stats.add("timeouts")
         slot, generation = session.slot, session.generation
@@ -406,8 +433,10 @@ class BrowserPool(SnapshotMixin):
             else:
                 self._stats.add("recoveries_context")
             await build_context(session, self.config, self._stats, session.task)
+            return None
         except Exception as again:  # keep going: the next reset climbs the ladder again
             logger.warning("session %d recovery failed: %s", session.session_id, type(again).__name__)
+            return describe_error(again, "recovery", self.config.launch_timeout_s)
 
     def _count_relaunch(self) -> None:
         self._stats.add("relaunches")

@@ -1,4 +1,7 @@
-"""The local HTTP server the pool starts on ``127.0.0.1:0``: MiniWoB++ HTML and the bundled offline sites.
+"""The HTTP server the pool starts on ``site_host:0`` (``127.0.0.1`` by default): MiniWoB++ and the offline sites.
+
+Browsers are sent to ``http://PUBLIC_HOST:PORT``; with remote browsers (issue #17) it listens on a wildcard
+address and ``PUBLIC_HOST`` is a name they can reach (``asyncweb.env.site_public_host``, see :func:`public_host`).
 
 Site state (carts, orders, user records, ...) is kept per episode. The pool gives every episode a fresh token in
 the ``asyncweb_episode`` cookie; handlers read and write ``request[EPISODE_KEY]``, and verifiers read the same state
@@ -10,6 +13,7 @@ from __future__ import annotations
 import copy
 import logging
 import secrets
+import socket
 from typing import Any
 
 from aiohttp import web
@@ -77,11 +81,28 @@ def build_app(store: EpisodeStore) -> web.Application:
     return app
 
 
-class SiteServer:
-    """Runs :func:`build_app` on ``host:0`` inside the current event loop."""
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+
+def public_host(bind_host: str, site_public_host: str | None) -> str:
+    """Host name browsers use for the site server: ``site_public_host``; else ``bind_host``, unless that is a
+    wildcard address (it names no machine), then this machine's host name."""
+    if site_public_host:
+        return site_public_host
+    return socket.gethostname() if bind_host in _WILDCARD_HOSTS else bind_host
+
+
+class SiteServer:
+    """Runs :func:`build_app` on ``host:0`` inside the current event loop.
+
+    Args:
+        host: Interface to listen on.
+        public_host: Host name in :attr:`origin` (see :func:`public_host`).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", public_host: str | None = None) -> None:
         self.host = host
+        self.public_host = public_host
         self.store = EpisodeStore()
         self.origin = ""
         self._runner: web.AppRunner | None = None
@@ -93,8 +114,11 @@ class SiteServer:
         site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # aiohttp exposes the bound port only here
-        self.origin = f"http://{self.host}:{port}"
-        logger.info("site server listening on %s", self.origin)
+        name = public_host(self.host, self.public_host)
+        if ":" in name and not name.startswith("["):
+            name = f"[{name}]"  # an IPv6 literal in a URL
+        self.origin = f"http://{name}:{port}"
+        logger.info("site server listening on %s:%d, browsers use %s", self.host, port, self.origin)
         return self.origin
 
     async def close(self) -> None:
