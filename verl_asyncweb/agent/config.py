@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from verl.base_config import BaseConfig
@@ -56,6 +56,9 @@ class AgentConfig(BaseConfig):
             ``branch_point``.
         branch_wait_s: How long a member waits for its anchor's branch point before it plays a whole episode
             from the start instead (counted as ``asyncweb/branch_fallbacks``).
+        worker_resources: Ray resources every agent-loop worker requests, e.g. ``{browser_host: 1}``: workers,
+            and so their browsers, run only on the nodes that offer them (:mod:`~verl_asyncweb.agent.placement`);
+            empty (the default) keeps verl's placement over every node with CPUs.
     """
 
     history_images: int = 1
@@ -74,6 +77,7 @@ class AgentConfig(BaseConfig):
     click_target: str = "coordinate"
     branch_step: int = 0
     branch_wait_s: float = 600.0
+    worker_resources: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         check_int(f"{_PREFIX}.history_images", self.history_images, 1)
@@ -104,6 +108,16 @@ class AgentConfig(BaseConfig):
             timeout = getattr(self, name)
             if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
                 raise ValueError(f"{_PREFIX}.{name} must be a number > 0, got {timeout!r}")
+        for name, amount in self.worker_resources.items():
+            if (
+                not isinstance(name, str)
+                or isinstance(amount, bool)
+                or not isinstance(amount, int | float)
+                or amount <= 0
+            ):
+                raise ValueError(
+                    f"{_PREFIX}.worker_resources must map Ray resource names to amounts > 0, got {name!r}: {amount!r}"
+                )
         if not isinstance(self.screenshot_store_name, str) or not self.screenshot_store_name.strip():
             raise ValueError(
                 f"{_PREFIX}.screenshot_store_name must be a non-empty string, got {self.screenshot_store_name!r}"

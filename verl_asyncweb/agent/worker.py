@@ -20,7 +20,9 @@ import ray
 import torch
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
+from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+from verl_asyncweb.agent.placement import EpisodeDispatch, WorkerPlacement
 from verl_asyncweb.agent.watchdog import WorkerWatchdog
 
 MAX_WORKER_RESTARTS = 3
@@ -70,44 +72,72 @@ class RestartableActorClass:
     runner creating the workers, Ray 2.60) the restarted worker found them already freed and died in its
     constructor (``ReferenceCountingAssertionError``); putting every argument explicitly and holding the
     references for the manager's lifetime fixes it (``tests/e2e``). ``options(...)`` and ``remote(...)`` behave
-    as on a Ray actor class.
+    as on a Ray actor class; a ``placement`` adjusts the options of each actor it creates.
     """
 
-    def __init__(self, actor_class, options: dict | None = None, argument_refs: list | None = None) -> None:
+    def __init__(
+        self,
+        actor_class,
+        options: dict | None = None,
+        argument_refs: list | None = None,
+        placement: WorkerPlacement | None = None,
+    ) -> None:
         self.actor_class = actor_class
         self._options = options or {}
         self.argument_refs = argument_refs if argument_refs is not None else []
+        self.placement = placement or WorkerPlacement()
 
     def options(self, **options) -> RestartableActorClass:
-        return RestartableActorClass(self.actor_class, {**self._options, **options}, self.argument_refs)
+        return RestartableActorClass(self.actor_class, {**self._options, **options}, self.argument_refs, self.placement)
 
     def remote(self, *args):
         refs = [ray.put(arg) for arg in args]
         self.argument_refs.extend(refs)
-        return self.actor_class.options(**self._options).remote(*refs)
+        return self.actor_class.options(**self.placement.options(self._options)).remote(*refs)
+
+
+def placed_worker_class(actor_class, config) -> RestartableActorClass:
+    """``actor_class`` as the manager creates its workers: restartable, placed by ``asyncweb.agent.worker_resources``
+    of the run's ``config``."""
+    agent_config = AgentConfig.from_dict((config.get("asyncweb") or {}).get("agent"))
+    return RestartableActorClass(actor_class, placement=WorkerPlacement(agent_config.worker_resources))
 
 
 class WebAgentLoopManager(AgentLoopManagerTQ):
-    """verl's V1 agent-loop manager with :data:`WebAgentLoopWorker` as its worker class."""
+    """verl's V1 agent-loop manager with :data:`WebAgentLoopWorker` as its worker class, placed on the nodes that
+    offer ``asyncweb.agent.worker_resources`` and fed by episodes in flight (:mod:`~verl_asyncweb.agent.placement`).
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.agent_loop_workers_class = RestartableActorClass(WebAgentLoopWorker)
+        self.agent_loop_workers_class = placed_worker_class(WebAgentLoopWorker, self.config)
         self.watchdog: WorkerWatchdog | None = None
+        self.dispatch: EpisodeDispatch | None = None
 
     async def _init_agent_loop_workers(self):
         await super()._init_agent_loop_workers()
+        self.dispatch = EpisodeDispatch(len(self.agent_loop_workers))
         self.watchdog = WorkerWatchdog(self.agent_loop_workers)
         self.watchdog.start()
 
     def generate_sequences(self, prompts) -> None:
-        """Dispatch as verl does, recording which worker incarnation holds which prompt groups."""
+        """Give each prompt group to the worker with the fewest episodes in flight; record which worker
+        incarnation holds which groups (the watchdog fails them if that process dies)."""
+        import transfer_queue as tq
+        from verl.utils.tensordict_utils import index_select_tensor_dict
+
         validate = bool(prompts["validate"]) if "validate" in prompts else False
         partition_id = "val" if validate else "train"
-        chunks = prompts.chunk(len(self.agent_loop_workers))  # fewer chunks than workers for a small batch
-        workers = self.agent_loop_workers[: len(chunks)]
+        rollout = self.config.actor_rollout_ref.rollout
+        uids = list(prompts["uid"])
+        self.dispatch.settle(tq.kv_list() or {})
+        rows = self.dispatch.assign(partition_id, uids, rollout.val_kwargs.n if validate else rollout.n)
+        sent = [(index, worker_rows) for index, worker_rows in enumerate(rows) if worker_rows]
         incarnations = ray.get(
-            [worker.generate_sequences.remote(chunk) for worker, chunk in zip(workers, chunks, strict=True)]
+            [
+                self.agent_loop_workers[index].generate_sequences.remote(index_select_tensor_dict(prompts, worker_rows))
+                for index, worker_rows in sent
+            ]
         )
-        for index, (chunk, incarnation) in enumerate(zip(chunks, incarnations, strict=True)):
-            self.watchdog.assign(index, incarnation, partition_id, list(chunk["uid"]))
+        for (index, worker_rows), incarnation in zip(sent, incarnations, strict=True):
+            self.watchdog.assign(index, incarnation, partition_id, [uids[row] for row in worker_rows])
