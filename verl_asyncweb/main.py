@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_asyncweb.console import ConsoleLogging, StepReporter, format_summary
+from verl_asyncweb.console import ConsoleLogging, StepReporter, format_summary, shell_command
 from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
     RECIPE_PATH_ENV,
@@ -234,15 +234,19 @@ def check_data_parallel(cfg: DictConfig) -> None:
 
 
 def check_agent_workers(cfg: DictConfig) -> None:
-    """Every agent-loop worker must get prompts: verl splits each dispatch of ``train_batch_size`` prompts across
-    the workers by prompt (``TensorDict.chunk``), so workers beyond the prompt count never run an episode."""
+    """Every agent-loop worker must be able to get a prompt group: groups go to the worker with the fewest episodes
+    in flight (:mod:`~verl_asyncweb.agent.placement`), and at most ``train_batch_size`` groups (sync) or
+    ``(staleness + 1) x train_batch_size`` (async) are in flight, so workers beyond that never run an episode."""
     workers = cfg.actor_rollout_ref.rollout.agent.num_workers
     prompts = cfg.data.train_batch_size
-    if workers > prompts:
+    mode, staleness = cfg.asyncweb.rollout_mode, cfg.asyncweb.staleness
+    in_flight = prompts if mode == "sync" else (staleness + 1) * prompts
+    if workers > in_flight:
         raise SetupError(
-            f"actor_rollout_ref.rollout.agent.num_workers={workers} exceeds the {prompts} prompts of each dispatch "
-            f"(data.train_batch_size): {workers - prompts} workers, and their browsers, would never get work; use at "
-            f"most {prompts} workers (more pages per worker: asyncweb.env.num_browsers / pages_per_browser)"
+            f"actor_rollout_ref.rollout.agent.num_workers={workers} exceeds the {in_flight} prompt groups in flight "
+            f"(data.train_batch_size, x (asyncweb.staleness + 1) in async mode): {workers - in_flight} workers, and "
+            f"their browsers, would never get work; use at most {in_flight} workers (more pages per worker: "
+            "asyncweb.env.num_browsers / pages_per_browser)"
         )
 
 
@@ -463,8 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         console.close()
     run_root = Path(summary["run_dir"])
     steps = RunFolder(run_root).read_metrics()
-    command = " ".join(["python -m verl_asyncweb.main", *argv])
-    print(format_summary(summary, steps, run_root, command))
+    print(format_summary(summary, steps, run_root, shell_command(["python -m verl_asyncweb.main", *argv])))
     return 0
 
 

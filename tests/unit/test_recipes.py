@@ -180,15 +180,23 @@ def test_gpu_recipe_sizes_agree(recipe):
     cfg, asyncweb = load_config([f"recipe={recipe}", *GPU_VALUES])
     rollout, data = cfg.actor_rollout_ref.rollout, cfg.data
     assert rollout.max_model_len == data.max_prompt_length + data.max_response_length
-    # Every agent-loop worker gets prompts, and there is a page for every episode the staleness bound admits.
-    assert rollout.agent.num_workers <= data.train_batch_size
+    # Every agent-loop worker can get a group, and there is a page for every episode the staleness bound admits.
+    assert rollout.agent.num_workers <= (asyncweb.staleness + 1) * data.train_batch_size
     pages = rollout.agent.num_workers * asyncweb.env.num_browsers * asyncweb.env.pages_per_browser
     assert pages >= (asyncweb.staleness + 1) * data.train_batch_size * rollout.n
+    # The browser-host sizing of `bench env --capacity` defaults to this recipe's pages.
+    from verl_asyncweb.bench.env import GPU_RECIPE_PAGES, GPU_RECIPE_PAGES_PER_BROWSER
+
+    assert (pages, asyncweb.env.pages_per_browser) == (GPU_RECIPE_PAGES, GPU_RECIPE_PAGES_PER_BROWSER)
 
 
-def test_more_agent_workers_than_prompts_per_dispatch_is_refused():
-    with pytest.raises(SetupError, match="num_workers=32 exceeds the 16 prompts of each dispatch"):
-        load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES, "actor_rollout_ref.rollout.agent.num_workers=32"])
+def test_more_agent_workers_than_prompt_groups_in_flight_is_refused():
+    # 16 prompts per step, eta = 2: 48 groups in flight, spread by episodes over the workers (32 all get work).
+    load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES, "actor_rollout_ref.rollout.agent.num_workers=32"])
+    with pytest.raises(SetupError, match="num_workers=64 exceeds the 48 prompt groups in flight"):
+        load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES, "actor_rollout_ref.rollout.agent.num_workers=64"])
+    with pytest.raises(SetupError, match="num_workers=32 exceeds the 16 prompt groups in flight"):
+        load_config(["recipe=webgym_qwen3vl8b_sync", *GPU_VALUES, "actor_rollout_ref.rollout.agent.num_workers=32"])
 
 
 # What the README's recipe table says distinguishes each recipe:
