@@ -12,6 +12,8 @@ import contextlib
 import io
 import json
 import logging
+import re
+import shlex
 import shutil
 import sys
 import threading
@@ -276,6 +278,23 @@ def _first_and_last(steps: dict[int, dict], metric: str) -> tuple[tuple[int, flo
     return (found[0], found[-1]) if found else None
 
 
+def shell_command(words: list[str], width: int = 100) -> str:
+    """``words`` as a shell command a person can paste: each quoted where the shell needs it, lines continued with
+    ``\\`` near ``width``, and remote browser tokens hidden (``ws://host:port/***``; the run's config.yaml has them).
+    """
+    from verl_asyncweb.env.remote import redacted
+
+    lines = [words[0]]
+    for word in words[1:]:
+        word = shlex.quote(re.sub(r"wss?://[^\s\"',\]]+", lambda m: redacted(m.group(0)), word))
+        if len(lines[-1]) + 1 + len(word) > width:
+            lines[-1] += " \\"
+            lines.append("      " + word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines)
+
+
 def format_summary(summary: dict, steps: dict[int, dict], run_root: Path, command: str) -> str:
     """The closing lines: what was learned (first vs last step), throughput, where the run lives, what to run next."""
     lines = [f"finished {summary['last_step']} steps in {summary['wall_s']:.0f} s (recipe {summary.get('recipe')})"]
@@ -298,6 +317,7 @@ def format_summary(summary: dict, steps: dict[int, dict], run_root: Path, comman
         f"  python -m verl_asyncweb.viewer {run_root}        # episodes with their screenshots",
         f"  python -m verl_asyncweb.compare {run_root} OTHER_RUN --out comparison/",
         f"  python -m verl_asyncweb.evaluate {run_root}      # held-out success of the latest checkpoint",
-        f"  {command}  # resume (raise trainer.total_training_steps to train on)",
+        "  # resume (raise trainer.total_training_steps to train on):",
+        f"  {command}",
     ]
     return "\n".join(lines)

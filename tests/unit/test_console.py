@@ -2,13 +2,14 @@
 
 import json
 import logging
+import shlex
 import sys
 import warnings
 
 import pytest
 
 from verl_asyncweb.compare import metric_names as names
-from verl_asyncweb.console import ConsoleLogging, StepReporter, format_step, format_summary
+from verl_asyncweb.console import ConsoleLogging, StepReporter, format_step, format_summary, shell_command
 from verl_asyncweb.main import SetupError, parse_argv
 
 STEP = {
@@ -64,6 +65,23 @@ def test_summary_shows_first_and_last_success_throughput_folder_and_next_command
     for command in ("verl_asyncweb.viewer", "verl_asyncweb.compare", "verl_asyncweb.evaluate", "recipe=cpu_smoke"):
         assert command in text
     assert "no trajectory finished" in format_summary(summary, {1: {}}, tmp_path, "python -m verl_asyncweb.main")
+
+
+def test_resume_command_pastes_into_a_shell_in_short_lines_without_browser_tokens():
+    token = "ftMbZxxeur-vJ_GRUJy_54NLji3UFp7z"
+    words = [
+        "python -m verl_asyncweb.main",
+        "recipe=cpu_smoke",
+        "trainer.default_local_dir=/runs/" + "x" * 120,
+        f'asyncweb.env.remote_endpoints=["ws://10.0.0.7:4000/{token}","wss://b:4000/{token}"]',
+        "asyncweb.env.num_browsers=2",
+    ]
+    text = shell_command(words)
+    assert token not in text and "ws://10.0.0.7:4000/***" in text and "wss://b:4000/***" in text
+    assert all(line.endswith(" \\") for line in text.splitlines()[:-1])
+    assert max(len(line) for line in text.splitlines()) <= 200
+    pasted = shlex.split(text.replace("\\\n", " "))
+    assert pasted[3:] == ["recipe=cpu_smoke", words[2], words[3].replace(token, "***"), words[4]]
 
 
 def test_quiet_console_sends_library_logs_and_warnings_to_the_run_folder(tmp_path, capsys):
