@@ -2,8 +2,8 @@
 
 One async run is disturbed twice: its Chromium processes are killed after the first step until failed episodes are
 counted (chaos), then the whole job is SIGKILLed after its latest checkpoint; resuming from the run folder must
-finish the run. A sync run of the same recipe runs too, on the GPU recipes' model family (a tiny Qwen3-VL) and with
-branch rollouts on, and compare and the viewer read both run folders. A third
+finish the run. A sync run of the same recipe runs too, on the GPU recipes' model family (a tiny Qwen3-VL), with
+branch rollouts on and its browsers on two browser servers, and compare and the viewer read both run folders. A third
 run (sync, where a lost episode would stall the step) meets the other faults of a running job: its screenshot store
 and its agent-loop worker process are killed, and the judge of its WebGym task answers only errors.
 """
@@ -174,29 +174,63 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
 
 
 @pytest.fixture(scope="module")
-def sync_run(tmp_path_factory) -> Path:
-    """A sync run of the same recipe (policy lag 0) with two more things on.
+def browser_servers():
+    """Two hardened browser servers on loopback, alive for every test of the sync run (replay connects too)."""
+    from verl_asyncweb.browser_server import BrowserServer
+
+    servers = [BrowserServer(loopback_only=True) for _ in range(2)]
+    try:
+        for server in servers:
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[int]]:
+    """A sync run of the same recipe (policy lag 0) with three more things on.
 
     The GPU recipes' model family: a tiny Qwen3-VL, which differs from the Qwen2.5-VL smoke model everywhere images
     meet tokens (its processor's 16-pixel patches, verl's interleaved-mrope rope index and deepstack visual features
     in the trainer's forward, the pixel rebuild from screenshot keys). Branch rollouts: each group's second member
-    plays on from step 1 of its first member's episode.
+    plays on from step 1 of its first member's episode. Remote browsers: the pool's two browsers connect to two
+    browser servers instead of launching Chromium. Returns (run_dir, Chromium processes under the run after step 1,
+    Chromium processes each server gained by then).
     """
     tmp_path = tmp_path_factory.mktemp("sync")
     run_dir = tmp_path / "sync"
+    idle = [len(_chromium_descendants(server.pid)) for server in browser_servers]
+    endpoints = ",".join(f'"{server.endpoint}"' for server in browser_servers)
     command = main_command(
         run_dir,
         "asyncweb.rollout_mode=sync",
         "trainer.total_training_steps=2",
         "asyncweb.tiny_model_size=qwen3-tiny",
         "asyncweb.agent.branch_step=1",
+        f"asyncweb.env.remote_endpoints=[{endpoints}]",
+        "asyncweb.env.num_browsers=2",
     )
-    run_to_completion(command, tmp_path / "sync.log")
-    return run_dir
+    with (tmp_path / "sync.log").open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for(lambda: 1 in read_steps(run_dir / "metrics.jsonl"), process, RUN_TIMEOUT_S, "step 1")
+            under_run = [p.pid for p in _chromium_descendants(process.pid)]
+            opened = [
+                len(_chromium_descendants(s.pid)) - before for s, before in zip(browser_servers, idle, strict=True)
+            ]
+            returncode = process.wait(timeout=RUN_TIMEOUT_S)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=60)
+    assert returncode == 0, (tmp_path / "sync.log").read_text()[-4000:]
+    return run_dir, under_run, opened
 
 
 def test_sync_run_of_the_same_recipe(sync_run):
-    run_dir = sync_run
+    run_dir = sync_run[0]
     steps = read_steps(run_dir / "metrics.jsonl")
     assert sorted(steps) == [1, 2]
     for data in steps.values():
@@ -210,11 +244,22 @@ def test_sync_run_of_the_same_recipe(sync_run):
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
 
 
+def test_sync_run_browsed_through_the_remote_browser_servers_only(sync_run):
+    run_dir, under_run, opened = sync_run
+    assert under_run == [], "the run launched Chromium of its own"
+    # One browser per server with 4 pages each: every page has its own renderer process in the server's Chromium.
+    assert all(count >= 4 for count in opened), opened
+    steps = read_steps(run_dir / "metrics.jsonl")
+    assert all(data["asyncweb/env_failures"] == 0 for data in steps.values())
+    records = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
+    assert records and not [r for r in records if r["env_failed"]]
+
+
 def test_branched_groups_share_their_branch_point_and_replay_reproduces_a_member(sync_run, ray_cluster):
     from verl_asyncweb.agent.branch import load_point
     from verl_asyncweb.replay import format_result, replay
 
-    run_dir = sync_run
+    run_dir = sync_run[0]
     episodes = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
     by_point: dict[str, list[dict]] = {}
     for episode in episodes:
@@ -242,7 +287,7 @@ def test_branched_groups_share_their_branch_point_and_replay_reproduces_a_member
 def test_console_is_short_lines_and_a_summary_with_the_rest_in_the_run_folder(sync_run):
     """By default a person sees a short line per step and the summary; libraries' warnings, verl's metrics lines
     and Ray workers' output are in the run folder's logs (copied out of Ray's temporary folder)."""
-    run_dir = sync_run
+    run_dir = sync_run[0]
     lines = (run_dir.parent / "sync.log").read_text().splitlines()
     assert max(map(len, lines)) <= 300, max(lines, key=len)
     assert not [line for line in lines if "warn" in line.lower()], [line for line in lines if "warn" in line.lower()]
@@ -308,7 +353,7 @@ def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp
 
     out = tmp_path / "comparison"
     result = subprocess.run(
-        [sys.executable, "-m", "verl_asyncweb.compare", str(async_run), str(sync_run), "--out", str(out)],
+        [sys.executable, "-m", "verl_asyncweb.compare", str(async_run), str(sync_run[0]), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -316,7 +361,7 @@ def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / "table.md").exists() and (out / "table.csv").exists()
     assert list((out / "plots" / "step").glob("*.png")) and list((out / "plots" / "wall").glob("*.png"))
-    assert assert_comparison_matches_metrics(out, [async_run, sync_run]) > 0
+    assert assert_comparison_matches_metrics(out, [async_run, sync_run[0]]) > 0
 
 
 def test_viewer_on_a_real_run_references_existing_screenshots(async_run):
