@@ -211,6 +211,37 @@ async def test_killed_server_fails_its_episodes_leaves_rotation_and_the_other_se
         second.stop()
 
 
+KILLED_CLIENT = """
+import asyncio, sys
+from playwright.async_api import async_playwright
+
+async def main():
+    browser = await (await async_playwright().start()).chromium.connect(sys.argv[1])
+    for _ in range(4):
+        await (await (await browser.new_context()).new_page()).goto("about:blank")
+    print("ready", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@browser
+async def test_a_killed_client_leaves_no_page_on_the_server(server):
+    """A rollout worker killed mid-episode: its contexts belong to its connection and close with it."""
+    idle = len(chromium_under(server.pid))
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", KILLED_CLIENT, server.endpoint, stdout=asyncio.subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert (await asyncio.wait_for(client.stdout.readline(), 60)).strip() == b"ready"
+        await wait_until(lambda: len(chromium_under(server.pid)) >= idle + 4)  # a renderer per page
+    finally:
+        os.killpg(client.pid, signal.SIGKILL)
+        await client.wait()
+    await wait_until(lambda: len(chromium_under(server.pid)) <= idle)
+
+
 @browser
 async def test_start_fails_naming_the_endpoint_when_none_answers_and_skips_a_dead_one_otherwise(server, make_config):
     dead = f"ws://127.0.0.1:{closed_port()}/sometoken"

@@ -38,6 +38,7 @@ from verl_asyncweb.env.tasks.miniwob import EPISODE_MAX_TIME_MS, START_EPISODE_J
 from verl_asyncweb.env.tasks.task import Task
 
 logger = logging.getLogger(__name__)
+PAGES_OPENED_AT_ONCE = 4
 
 
 class BrowserPool(SnapshotMixin):
@@ -114,7 +115,14 @@ class BrowserPool(SnapshotMixin):
             for slot in self._slots:
                 for _ in range(self.config.pages_per_browser):
                     self._sessions.append(Session(slot=slot))
-            await asyncio.gather(*(build_context(s, self.config, self._stats, None) for s in self._sessions))
+            # A few pages at a time: dozens opened at once on a loaded machine timed out (24 pages on 2 cores).
+            opening = asyncio.Semaphore(PAGES_OPENED_AT_ONCE)
+
+            async def open_page(session: Session) -> None:
+                async with opening:
+                    await build_context(session, self.config, self._stats, None)
+
+            await asyncio.gather(*(open_page(s) for s in self._sessions))
         except BaseException:
             # A start that failed half-way (a launch timeout under load) must not leave its Playwright driver and
             # browsers behind: the next episode starts a new pool, and leaked ones would pile up.
