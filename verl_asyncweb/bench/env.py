@@ -9,6 +9,11 @@ strategies run side by side in interleaved rounds (medians reported):
 - ``pool``: :class:`verl_asyncweb.env.BrowserPool` (``reset`` + ``step``);
 - ``bare``: a plain Playwright loop on reused pages (the floor the pool is compared with).
 
+``--capacity`` instead sizes browser hosts (issue #17): the pool launching its Chromium locally vs the same pool on
+two remote browser servers (``python -m verl_asyncweb.browser_server``, started here, their CPU counted too) at
+N = 4 and 8 in interleaved rounds, then each page's memory (PSS of a server's Chromium with its pages open minus
+idle, per page, after 10 steps at 1280x720), and the browser hosts the GPU recipe's concurrency needs.
+
 ``--soak-minutes M`` instead runs the pool continuously and reports memory growth after warm-up and leaked processes.
 
 ``--fork`` instead measures episode snapshots (issue #16) on a pool with ``deterministic_clock``: for MiniWoB++ tasks,
@@ -383,6 +388,123 @@ def format_fork_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+# webgym_qwen3vl8b_async: 16 agent-loop workers x 4 browsers x 6 pages, one per episode in flight ((eta+1) x 128)
+GPU_RECIPE_PAGES, GPU_RECIPE_PAGES_PER_BROWSER = 384, 6
+
+
+def tree_pss_mb(root: int) -> float:
+    """Proportional set size (MB) of the Chromium processes under process ``root`` (shared pages split fairly)."""
+    total = 0
+    for proc in psutil.Process(root).children(recursive=True):
+        try:
+            if "chrom" in proc.name().lower():
+                total += proc.memory_full_info().pss
+        except psutil.Error:
+            continue
+    return total / 2**20
+
+
+async def run_capacity(rounds: int, episodes: int, sizes: list[int], executable: str) -> dict:
+    """Local launch vs remote endpoints side by side, and per-page memory; returns the measurements."""
+    from verl_asyncweb.browser_server import BrowserServer
+    from verl_asyncweb.env import BrowserPool
+
+    runner, url = await serve_page()
+    servers = [BrowserServer(executable_path=executable, loopback_only=True) for _ in range(BROWSERS)]
+    pools: dict[str, BrowserPool] = {}
+    task = Task("bench", "click", "site", 1, STEPS + 1, url, evaluator="site")
+
+    def episode(pool: BrowserPool) -> Callable[[int], Awaitable[None]]:
+        async def run(worker: int) -> None:
+            async with pool.session() as session:
+                assert not (await pool.reset(session, task)).env_failed
+                for _ in range(STEPS):
+                    result = await pool.step(session, LeftClick(200, 130))
+                    assert not result.env_failed, result.error
+
+        return run
+
+    try:
+        for server in servers:
+            server.start()
+        idle_pss = [tree_pss_mb(server.pid) for server in servers]
+        base = dict(num_browsers=BROWSERS, pages_per_browser=PAGES, chromium_args=tuple(ARGS))
+        pools["local launch"] = BrowserPool(BrowserPoolConfig(executable_path=executable, **base))
+        endpoints = tuple(server.endpoint for server in servers)
+        pools["remote endpoints"] = BrowserPool(BrowserPoolConfig(remote_endpoints=endpoints, **base))
+        for pool in pools.values():
+            await pool.start()
+        results: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        for pool in pools.values():  # warm-up, and every page of the remote pool has run a 10-step episode
+            await measure(episode(pool), BROWSERS * PAGES, 1)
+        loaded_pss = [tree_pss_mb(server.pid) for server in servers]
+        for r in range(rounds):
+            for n in sizes:
+                for name, pool in pools.items():
+                    results.setdefault((name, n), []).append(await measure(episode(pool), n, episodes))
+            _emit(f"round {r + 1}/{rounds} done")
+    finally:
+        for pool in pools.values():
+            await pool.close()
+        for server in servers:
+            server.stop()
+        await runner.cleanup()
+    medians = {
+        f"{name} N={n}": {
+            "steps_per_s": statistics.median(v[0] for v in values),
+            "cpu_ms_per_step": statistics.median(v[1] for v in values),
+        }
+        for (name, n), values in results.items()
+    }
+    return {
+        "rounds": rounds,
+        "episodes_per_worker": episodes,
+        "medians": medians,
+        "browser_pss_mb": statistics.mean(idle_pss),
+        "page_pss_mb": statistics.mean(
+            (loaded - idle) / PAGES for loaded, idle in zip(loaded_pss, idle_pss, strict=True)
+        ),
+    }
+
+
+def hosts_needed(result: dict, pages: int, host_mem_gib: float, pages_per_browser: int) -> dict:
+    """Browser hosts for ``pages`` concurrent pages: memory-bound, each host keeping 20% of its RAM free."""
+    browsers = -(-pages // pages_per_browser)
+    total_gib = (pages * result["page_pss_mb"] + browsers * result["browser_pss_mb"]) / 1024
+    return {
+        "pages": pages,
+        "browsers": browsers,
+        "total_gib": total_gib,
+        "hosts": -(-total_gib // (0.8 * host_mem_gib)),
+    }
+
+
+def format_capacity(result: dict, sizes: list[int], host_mem_gib: float, pages: int, pages_per_browser: int) -> str:
+    lines = [
+        f"10-step episodes at 1280x720, {BROWSERS} browsers x {PAGES} pages, medians of {result['rounds']} "
+        f"interleaved rounds ({result['episodes_per_worker']} episodes per worker); CPU of every process, servers "
+        "included",
+        "",
+        "| browsers | " + " | ".join(f"N={n} steps/s | N={n} CPU-ms/step" for n in sizes) + " |",
+        "| --- | " + " | ".join("---: | ---:" for _ in sizes) + " |",
+    ]
+    for name in ("local launch", "remote endpoints"):
+        cells = " | ".join(
+            f"{result['medians'][f'{name} N={n}']['steps_per_s']:.1f} | "
+            f"{result['medians'][f'{name} N={n}']['cpu_ms_per_step']:.0f}"
+            for n in sizes
+        )
+        lines.append(f"| {name} | {cells} |")
+    need = hosts_needed(result, pages, host_mem_gib, pages_per_browser)
+    lines += [
+        "",
+        f"- memory (PSS): {result['page_pss_mb']:.0f} MB per page, {result['browser_pss_mb']:.0f} MB per idle browser",
+        f"- {need['pages']} pages in {need['browsers']} browsers: {need['total_gib']:.0f} GiB, "
+        f"{need['hosts']:.0f} hosts of {host_mem_gib:g} GiB (80% used)",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench env", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per (strategy, N)")
@@ -392,12 +514,25 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--soak-concurrency", type=int, default=4)
     parser.add_argument("--executable-path", default=None, help="Chromium binary (default: chromium on PATH)")
     parser.add_argument("--fork", action="store_true", help="benchmark snapshot / restore / reset / prefix replay")
-    parser.add_argument("--out", type=Path, default=None, help="--fork: write the measurements to this JSON file")
+    parser.add_argument("--capacity", action="store_true", help="local vs remote browsers, per-page memory, hosts")
+    parser.add_argument("--host-mem-gib", type=float, default=64.0, help="--capacity: RAM of one browser host")
+    parser.add_argument("--pages", type=int, default=GPU_RECIPE_PAGES, help="--capacity: concurrent pages to host")
+    parser.add_argument("--pages-per-browser", type=int, default=GPU_RECIPE_PAGES_PER_BROWSER)
+    parser.add_argument("--out", type=Path, default=None, help="--fork/--capacity: write the measurements as JSON")
     args = parser.parse_args(argv)
     executable = BrowserPoolConfig(executable_path=args.executable_path).resolve_executable()
     if args.fork:
         result = asyncio.run(run_fork_benchmark(args.rounds, executable))
         _emit(format_fork_table(result))
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+            _emit(f"wrote {args.out}")
+        return 0
+    if args.capacity:
+        sizes = [int(s) for s in (args.sizes if args.sizes != "1,4,8" else "4,8").split(",")]
+        result = asyncio.run(run_capacity(args.rounds, args.episodes, sizes, executable))
+        _emit(format_capacity(result, sizes, args.host_mem_gib, args.pages, args.pages_per_browser))
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=1) + "\n")
