@@ -500,7 +500,7 @@ def format_capacity(result: dict, sizes: list[int], host_mem_gib: float, pages: 
         "",
         f"- memory (PSS): {result['page_pss_mb']:.0f} MB per page, {result['browser_pss_mb']:.0f} MB per idle browser",
         f"- {need['pages']} pages in {need['browsers']} browsers: {need['total_gib']:.0f} GiB, "
-        f"{need['hosts']:.0f} hosts of {host_mem_gib:g} GiB (80% used)",
+        f"{need['hosts']:.0f} host{'s' if need['hosts'] != 1 else ''} of {host_mem_gib:g} GiB (80% used)",
     ]
     return "\n".join(lines)
 
