@@ -435,7 +435,7 @@ def _ray_actor_processes(root_pid: int, actor_class: str) -> list[psutil.Process
     return found
 
 
-FAULT_STEPS = 3
+FAULT_STEPS = 2
 JUDGE_KEY = "sk-asyncweb-sentinel-0c9f3e"
 
 
@@ -478,11 +478,11 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
         try:
             metrics = run_dir / "metrics.jsonl"
             wait_for(lambda: 1 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 1")
+            # Both killed while step 2 rolls out: its groups die with the worker, its screenshots with the store.
             stores = _ray_actor_processes(process.pid, "ScreenshotStore")
             assert stores, "the screenshot store actor runs in its own process"
             for store in stores:
                 store.kill()
-            wait_for(lambda: 2 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 2 after the store was killed")
             workers = _ray_actor_processes(process.pid, "_WebAgentLoopWorker")
             assert len(workers) == 1, workers
             orphans = [p.pid for p in workers[0].children(recursive=True) if "chrom" in p.name().lower()]
