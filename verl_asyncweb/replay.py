@@ -19,6 +19,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from verl_asyncweb.run_folder import RunFolder
+
 logger = logging.getLogger(__name__)
 
 
@@ -64,7 +66,7 @@ def find_point(run_dir: Path, traj_id: str, step: int, episode: dict[str, Any] |
     Raises:
         FileNotFoundError: Naming the points the trajectory does have, or how to make a run keep them.
     """
-    points = run_dir / "episodes" / "branch_points"
+    points = RunFolder(run_dir).branch_points_dir
     own = points / f"{traj_id}@{step}.json"
     if own.is_file():
         return own

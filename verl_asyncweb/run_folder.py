@@ -29,16 +29,22 @@ _ATTEMPT = re.compile(r"^metrics\.attempt-(\d+)\.jsonl$")
 RUN_DIR_ENV = "ASYNCWEB_RUN_DIR"
 
 
+def current_run() -> RunFolder | None:
+    """The run folder of the job this process belongs to (``$ASYNCWEB_RUN_DIR``); None outside a run."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    return RunFolder(Path(run_dir)) if run_dir else None
+
+
 def screenshot_path(key: str) -> Path | None:
     """Where a screenshot (by store key) lives in the current run folder; None outside a run."""
-    run_dir = os.environ.get(RUN_DIR_ENV)
-    return Path(run_dir) / "episodes" / "screens" / f"{key}.jpg" if run_dir else None
+    run = current_run()
+    return run.episodes_dir / "screens" / f"{key}.jpg" if run else None
 
 
 def branch_point_path(point: str) -> Path | None:
     """Where a branch point (by id, ``<traj_id>@<step>``) lives in the current run folder; None outside a run."""
-    run_dir = os.environ.get(RUN_DIR_ENV)
-    return Path(run_dir) / "episodes" / "branch_points" / f"{point}.json" if run_dir else None
+    run = current_run()
+    return run.branch_point_path(point) if run else None
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,14 @@ class RunFolder:
     @property
     def episodes_dir(self) -> Path:
         return self.root / "episodes"
+
+    @property
+    def branch_points_dir(self) -> Path:
+        return self.episodes_dir / "branch_points"
+
+    def branch_point_path(self, point: str) -> Path:
+        """The file of branch point ``point`` (``<traj_id>@<step>``)."""
+        return self.branch_points_dir / f"{point}.json"
 
     @property
     def summary_path(self) -> Path:

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from verl_asyncweb.compare.jsonl import CorruptLine, attempt_ordered, iter_objects
+from verl_asyncweb.run_folder import RunFolder
 from verl_asyncweb.viewer.memory_diff import diff_memory, value_text
 
 logger = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ def branch_view(record: dict[str, Any], episodes_dir: Path) -> tuple[dict[str, A
     if not point or step is None:
         return None, None
     branch = {"role": _text(raw.get("role")), "point": point, "step": step}
-    if not (episodes_dir / "branch_points" / f"{point}.json").is_file():
+    if not RunFolder(episodes_dir.parent).branch_point_path(point).is_file():
         return branch, None
     args = [str(episodes_dir.parent.resolve()), _text(record.get("traj_id")), str(step)]
     return branch, "python -m verl_asyncweb.replay " + " ".join(shlex.quote(arg) for arg in args)
