@@ -41,3 +41,24 @@ def test_screenshots_are_released_only_after_the_staleness_window():
     release_screenshots(trainer, ["t3"], global_step=5)
     assert trainer.screenshots.released == ["t1", "t2"]
     assert trainer._pending_releases == [(9, "t3")]
+
+
+def test_pool_counters_are_the_latest_of_each_worker_summed_and_kept_out_of_episode_records():
+    from verl_asyncweb.agent.rollout_stats import POOL_STATS_FIELD, RolloutStats
+
+    stats = RolloutStats.__ray_actor_class__()  # the actor's class, called in process
+    reports = [
+        ("host-a:11", {"relaunches": 1, "remote_endpoints_lost": 0}),
+        ("host-b:12", {"relaunches": 2, "remote_endpoints_lost": 1}),
+        ("host-a:11", {"relaunches": 3, "remote_endpoints_lost": 1}),  # pool counters only grow: the latest wins
+    ]
+    for pool, counters in reports:
+        stats.report_episode(
+            {"traj_id": pool, "env_failed": False, POOL_STATS_FIELD: {"pool": pool, "counters": counters}}
+        )
+    stats.report_episode({"traj_id": "no pool", "env_failed": True})  # an episode whose loop raised
+    drained = stats.drain()
+    assert drained["pools"] == {"relaunches": 5, "remote_endpoints_lost": 2}
+    assert [e["traj_id"] for e in drained["episodes"]] == ["host-a:11", "host-b:12", "host-a:11", "no pool"]
+    assert not any(POOL_STATS_FIELD in episode for episode in drained["episodes"])
+    assert stats.drain()["pools"] == drained["pools"], "totals since the start, not per step"

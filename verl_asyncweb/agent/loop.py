@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -27,12 +29,14 @@ from verl_asyncweb.agent import branch
 from verl_asyncweb.agent.branch import ANCHOR, FALLBACK, MEMBER
 from verl_asyncweb.agent.config import AgentConfig
 from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
-from verl_asyncweb.agent.rollout_stats import stats_actor
+from verl_asyncweb.agent.rollout_stats import POOL_STATS_FIELD, stats_actor
 from verl_asyncweb.config.build import plain_dict
 
 logger = logging.getLogger(__name__)
 
 AGENT_NAME = "web_agent"
+POOL_KEY = f"{socket.gethostname()}:{os.getpid()}"
+"""This worker process's browser pool, as its counters are keyed in the rollout-stats actor."""
 
 
 class EnvironmentFailure(RuntimeError):
@@ -251,7 +255,7 @@ class WebAgentLoop(AgentLoopBase):
             if state.branch_role == ANCHOR:
                 await branch.publish(group, None)  # no-op once the point went out; else members play whole episodes
         summary = self._summary(task, state, evaluation, started)
-        self.report_episode(summary)
+        self.report_episode({**summary, POOL_STATS_FIELD: {"pool": POOL_KEY, "counters": pool.stats()}})
         if evaluation.env_failed or evaluation.masked:
             raise EnvironmentFailure(f"episode {state.traj_id} on {task.task_id}: {'; '.join(evaluation.reasons)}")
         return self._finalize(state, task, evaluation)

@@ -17,6 +17,8 @@ from verl_asyncweb.agent.named_actor import named_actor
 logger = logging.getLogger(__name__)
 
 STATS_ACTOR_NAME = "asyncweb_rollout_stats"
+POOL_STATS_FIELD = "pool_stats"
+"""Episode-report field with the reporting worker's browser-pool counters (``{"pool": key, "counters": {...}}``)."""
 _MAX_PENDING = 100_000
 
 
@@ -28,9 +30,13 @@ class RolloutStats:
         self._episodes: list[dict[str, Any]] = []
         self._intervals: list[tuple[float, float]] = []
         self._totals = {"episodes": 0, "env_failures": 0, "episode_errors": 0}
+        self._pools: dict[str, dict[str, int]] = {}  # latest counters of each worker's browser pool
         self.started_at = time.time()
 
     def report_episode(self, summary: dict[str, Any]) -> None:
+        pool = summary.pop(POOL_STATS_FIELD, None)
+        if pool is not None:
+            self._pools[pool["pool"]] = pool["counters"]
         self._totals["episodes"] += 1
         self._totals["env_failures"] += int(bool(summary.get("env_failed")))
         self._totals["episode_errors"] += int("error" in summary)
@@ -44,7 +50,15 @@ class RolloutStats:
     def drain(self) -> dict[str, Any]:
         episodes, intervals = self._episodes, self._intervals
         self._episodes, self._intervals = [], []
-        return {"episodes": episodes, "intervals": intervals, "totals": dict(self._totals)}
+        return {"episodes": episodes, "intervals": intervals, "totals": dict(self._totals), "pools": self.pool_totals()}
+
+    def pool_totals(self) -> dict[str, int]:
+        """Every browser pool's counters summed (a restarted worker's old pool keeps its counts)."""
+        totals: dict[str, int] = {}
+        for counters in self._pools.values():
+            for name, value in counters.items():
+                totals[name] = totals.get(name, 0) + int(value)
+        return totals
 
     def totals(self) -> dict[str, int]:
         return dict(self._totals)

@@ -63,6 +63,11 @@ CONTEXT_OVERFLOWS = "asyncweb/context_overflows"
 OVERLAP_GENERATION_DURING_UPDATE = "asyncweb/overlap/generation_during_update_s"
 EPISODE_ERRORS_TOTAL = "asyncweb/episode_errors_total"
 ENV_FAILURES_TOTAL = "asyncweb/env_failures_total"
+ENV_RELAUNCHES_TOTAL = "asyncweb/env/relaunches_total"
+"""Browsers relaunched (or, remote, reconnected) by the recovery ladder, over every worker's pool since the start."""
+ENV_REMOTE_ENDPOINTS_LOST_TOTAL = "asyncweb/env/remote_endpoints_lost_total"
+"""Times a remote browser server was taken out of rotation (``asyncweb.env.remote_endpoints``), every pool."""
+ENV_REMOTE_CONNECT_FAILURES_TOTAL = "asyncweb/env/remote_connect_failures_total"
 BRANCH_MEMBERS = "asyncweb/branch/members"
 """Finished episodes played on from their group's branch point (branch rollouts)."""
 BRANCH_FALLBACKS = "asyncweb/branch/fallbacks"
@@ -82,6 +87,7 @@ EVERY_STEP = "every step"
 FINISHED = "steps with a finished trajectory (not failed by the environment)"
 DECOUPLED_LOSS = "every step of a `decoupled_ppo` run"
 BRANCHING = "every step of a run with branch rollouts (`asyncweb.agent.branch_step` > 0)"
+REMOTE = "every step of a run with remote browsers (`asyncweb.env.remote_endpoints`)"
 
 # The metrics the README promises (its Metrics table is this dict, checked by tests/unit/test_metric_docs.py) and
 # when each is logged. Episode metrics describe the trajectories finished since the previous step; the end-to-end
@@ -104,6 +110,9 @@ DOCUMENTED_METRICS: dict[str, str] = {
     ENV_FAILURES: EVERY_STEP,
     ENV_FAILURES_TOTAL: EVERY_STEP,
     EPISODE_ERRORS_TOTAL: EVERY_STEP,
+    ENV_RELAUNCHES_TOTAL: EVERY_STEP,
+    ENV_REMOTE_ENDPOINTS_LOST_TOTAL: REMOTE,
+    ENV_REMOTE_CONNECT_FAILURES_TOTAL: REMOTE,
     TRAJECTORIES: EVERY_STEP,
     CONTEXT_OVERFLOWS: EVERY_STEP,
     POLICY_LAG_MEAN: EVERY_STEP,

@@ -92,6 +92,11 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         metrics[names.OVERLAP_GENERATION_DURING_UPDATE] = overlap
     metrics[names.ENV_FAILURES_TOTAL] = float(drained["totals"]["env_failures"])
     metrics[names.EPISODE_ERRORS_TOTAL] = float(drained["totals"]["episode_errors"])
+    pools = drained["pools"]
+    metrics[names.ENV_RELAUNCHES_TOTAL] = float(pools.get("relaunches", 0))
+    if trainer.config.asyncweb.env.get("remote_endpoints"):
+        metrics[names.ENV_REMOTE_ENDPOINTS_LOST_TOTAL] = float(pools.get("remote_endpoints_lost", 0))
+        metrics[names.ENV_REMOTE_CONNECT_FAILURES_TOTAL] = float(pools.get("remote_connect_failures", 0))
     if trainer.config.asyncweb.agent.get("branch_step"):
         roles = [(episode.get("branch") or {}).get("role") for episode in episodes if not episode["env_failed"]]
         metrics[names.BRANCH_MEMBERS] = float(roles.count(MEMBER))
