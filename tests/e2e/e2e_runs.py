@@ -2,6 +2,8 @@
 readers of its metrics (verl's FileLogger lines ``{"step", "data"}``)."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +48,13 @@ def wait_for(predicate, process: subprocess.Popen, timeout_s: float, what: str) 
             pytest.fail(f"run exited with {process.returncode} while waiting for {what}")
         time.sleep(1.0)
     pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def stop_if_running(process: subprocess.Popen) -> None:
+    """SIGKILL the run's whole process group (it was started with ``start_new_session``) unless it has exited."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
 
 
 def run_to_completion(command: list[str], log: Path) -> None:

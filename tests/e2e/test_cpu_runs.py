@@ -21,7 +21,15 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from e2e_runs import RUN_TIMEOUT_S, assert_every_step_metrics, main_command, read_steps, run_to_completion, wait_for
+from e2e_runs import (
+    RUN_TIMEOUT_S,
+    assert_every_step_metrics,
+    main_command,
+    read_steps,
+    run_to_completion,
+    stop_if_running,
+    wait_for,
+)
 from omegaconf import OmegaConf
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
@@ -222,9 +230,7 @@ def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[i
             ]
             returncode = process.wait(timeout=RUN_TIMEOUT_S)
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=60)
+            stop_if_running(process)
     assert returncode == 0, (tmp_path / "sync.log").read_text()[-4000:]
     return run_dir, under_run, opened
 
@@ -493,9 +499,7 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
             workers[0].kill()
             returncode = process.wait(timeout=RUN_TIMEOUT_S)
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=60)
+            stop_if_running(process)
     assert returncode == 0, (tmp_path / "faults.log").read_text()[-4000:]
     return run_dir, judge.authorizations, orphans
 

@@ -16,6 +16,7 @@ import psutil
 import pytest
 from chromium_processes import our_chromium_pids
 from conftest import pool_config
+from test_hostile import hostile_task
 
 from verl_asyncweb.browser_server import BrowserServer
 from verl_asyncweb.config.schema import AsyncWebConfig
@@ -113,16 +114,7 @@ async def test_remote_browser_runs_miniwob_and_site_episodes_with_oracle_rewards
 @browser
 async def test_origin_allowlist_holds_through_a_remote_browser(remote_pool, fixture_origin):
     """``context.route`` runs on the client: the remote browser's off-allowlist requests are still aborted."""
-    task = Task(
-        task_id="hostile/links",
-        instruction="survive",
-        source="site",
-        difficulty=1,
-        max_steps=5,
-        start_url=f"{fixture_origin}/hostile/links.html",
-        allowed_origins=(fixture_origin,),
-        evaluator="site",
-    )
+    task = hostile_task(fixture_origin, "links.html")
     before = remote_pool.stats()
     async with remote_pool.session() as session:
         obs = await remote_pool.reset(session, task)
