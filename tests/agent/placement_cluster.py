@@ -127,6 +127,7 @@ def main() -> None:
         reports = ray.get([worker.report.remote() for worker in manager.agent_loop_workers], timeout=300)
         every_chromium = _chromium_under(psutil.Process())  # the nodes' raylets are this process's children
         ray.get([worker.close.remote() for worker in manager.agent_loop_workers], timeout=60)
+        manager.watchdog.stop()
         print(
             json.dumps(
                 {

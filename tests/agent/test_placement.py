@@ -1,8 +1,11 @@
 """Agent-loop workers on the nodes that offer ``asyncweb.agent.worker_resources``, fed by episodes in flight."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,8 +20,17 @@ CLUSTER_SCRIPT = Path(__file__).with_name("placement_cluster.py")
 @pytest.mark.browser
 @pytest.mark.timeout(400)
 def test_workers_and_their_chromium_run_only_on_browser_hosts_and_every_worker_gets_episodes():
-    # Its own process: a three-node cluster cannot share the session's Ray.
-    done = subprocess.run([sys.executable, str(CLUSTER_SCRIPT)], capture_output=True, text=True, timeout=360)
+    # Its own process: a three-node cluster cannot share the session's Ray. Its own Ray temporary folder: a
+    # cluster started like `ray start` records its address there, which every later ray.init() would join.
+    ray_tmp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
+    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+    env |= {"RAY_TMPDIR": ray_tmp, "RAY_ENABLE_AUTO_CONNECT": "0"}
+    try:
+        done = subprocess.run(
+            [sys.executable, str(CLUSTER_SCRIPT)], capture_output=True, text=True, timeout=360, env=env
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     browser_nodes, workers = set(report["browser_nodes"]), report["workers"]

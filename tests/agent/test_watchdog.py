@@ -106,3 +106,11 @@ def test_groups_of_a_worker_dead_for_good_are_failed(ray_cluster):
         time.sleep(0.5)
     assert watchdog.stats() == {"asyncweb/rollout/worker_restarts": 0.0, "asyncweb/rollout/lost_groups": 1.0}
     tq.kv_clear(keys=[uid], partition_id="train")
+
+
+def test_stopped_watchdog_ends_its_thread(ray_cluster):
+    watchdog = WorkerWatchdog([], interval_s=0.05)
+    watchdog.start()
+    watchdog.stop()
+    watchdog.thread.join(timeout=5)
+    assert not watchdog.thread.is_alive()

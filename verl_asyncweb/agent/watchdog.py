@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import defaultdict
 
 logger = logging.getLogger(__name__)
@@ -40,13 +39,19 @@ class WorkerWatchdog:
         self.restarts = 0
         self.lost_groups = 0
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
         self._current: dict[int, str] = {}
         # (worker index, incarnation, partition) -> prompt uids dispatched there and not yet seen terminal
         self._assigned: dict[tuple[int, str, str], set[str]] = defaultdict(set)
 
     def start(self) -> None:
-        """Poll in a daemon thread for the life of the process (the manager lives as long as the run)."""
-        threading.Thread(target=self._run, name="asyncweb-worker-watchdog", daemon=True).start()
+        """Poll in a daemon thread until :meth:`stop` or Ray's shutdown (the manager lives as long as the run)."""
+        self.thread = threading.Thread(target=self._run, name="asyncweb-worker-watchdog", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """End the polling thread after its current poll."""
+        self._stopped.set()
 
     def assign(self, index: int, incarnation: str, partition_id: str, uids: list[str]) -> None:
         """Record that worker ``index`` (as ``incarnation``) accepted ``uids`` of ``partition_id``."""
@@ -62,8 +67,11 @@ class WorkerWatchdog:
             }
 
     def _run(self) -> None:
-        while True:
-            time.sleep(self.interval_s)
+        import ray
+
+        while not self._stopped.wait(self.interval_s):
+            if not ray.is_initialized():
+                return  # the driver shut Ray down: a poll now would auto-connect a new driver to the cluster
             try:
                 self.check_once()
             except Exception:  # the watchdog must outlive any single bad poll
