@@ -66,14 +66,14 @@ def find_point(run_dir: Path, traj_id: str, step: int, episode: dict[str, Any] |
     Raises:
         FileNotFoundError: Naming the points the trajectory does have, or how to make a run keep them.
     """
-    points = RunFolder(run_dir).branch_points_dir
-    own = points / f"{traj_id}@{step}.json"
+    run = RunFolder(run_dir)
+    own = run.branch_point_path(f"{traj_id}@{step}")
     if own.is_file():
         return own
     branch = (episode or {}).get("branch") or {}
-    if branch.get("point") and branch.get("step") == step and (points / f"{branch['point']}.json").is_file():
-        return points / f"{branch['point']}.json"
-    known = sorted(path.stem for path in points.glob(f"{traj_id}@*.json"))
+    if branch.get("point") and branch.get("step") == step and run.branch_point_path(branch["point"]).is_file():
+        return run.branch_point_path(branch["point"])
+    known = sorted(path.stem for path in run.branch_points_dir.glob(f"{traj_id}@*.json"))
     if branch.get("point"):
         known.append(f"{branch['point']} (where it started)")
     if known:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-logger = logging.getLogger(__name__)
+from verl_asyncweb.agent.watchdog import TERMINAL_STATUSES
 
-TERMINAL_STATUSES = frozenset({"finished", "failure"})
+logger = logging.getLogger(__name__)
 
 
 def resource_nodes(resources: Mapping[str, float]) -> list[str]:
