@@ -36,6 +36,17 @@ REQUIRED_KEYS = (MODEL_PATH_KEY, "data.train_files", "data.val_files")
 STALENESS_THRESHOLD_KEY = "trainer.v1.sampler.max_off_policy_threshold"
 STARTUP_CONCURRENCY_ENV = "RAY_worker_maximum_startup_concurrency"
 CPU_STARTUP_CONCURRENCY = 16
+NEW_CLUSTER_ONLY_KEYS = (
+    "num_cpus",
+    "num_gpus",
+    "resources",
+    "labels",
+    "object_store_memory",
+    "_system_config",
+    "_enable_object_reconstruction",
+    "_node_name",
+)
+"""``ray.init`` arguments that size or name a new cluster; Ray raises on each when it connects to a running one."""
 
 
 class SetupError(RuntimeError):
@@ -325,7 +336,10 @@ def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> 
     user_env = ray_init.pop("runtime_env", {}) or {}
     runtime_env["env_vars"].update(user_env.get("env_vars", {}))
     os.environ.update(env)
-    if cfg.asyncweb.platform == "cpu" and _starts_local_cluster(ray_init):
+    starts_local_cluster = _starts_local_cluster(ray_init)
+    if not starts_local_cluster:
+        ray_init = joining_ray_init(ray_init)
+    if cfg.asyncweb.platform == "cpu" and starts_local_cluster:
         # ~8 worker processes start at once on 2 cores: the default limit (num_cpus) makes the raylet warn about
         # "4x the maximum expected startup concurrency" on every run, although nothing is wrong.
         os.environ.setdefault(STARTUP_CONCURRENCY_ENV, str(CPU_STARTUP_CONCURRENCY))
@@ -333,6 +347,21 @@ def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> 
         ray.init(**{**console.ray_init_kwargs(), **ray_init}, runtime_env={**user_env, **runtime_env})
     console.quiet_libraries()
     console.link_ray_logs()
+
+
+def joining_ray_init(ray_init: dict) -> dict:
+    """``ray_init`` without the settings of a new cluster, which Ray refuses when it joins a running one.
+
+    Recipes size the local cluster they start (``_cpu_base`` sets ``num_cpus``); started with ``RAY_ADDRESS`` or
+    beside ``ray start``, the same recipe joins that cluster, whose nodes already declared their resources.
+    """
+    dropped = [key for key in NEW_CLUSTER_ONLY_KEYS if ray_init.get(key) is not None]
+    if dropped:
+        logger.info(
+            "joining a running Ray cluster, whose nodes declare their own resources; left out: %s",
+            ", ".join(f"ray_kwargs.ray_init.{key}" for key in dropped),
+        )
+    return {key: value for key, value in ray_init.items() if key not in NEW_CLUSTER_ONLY_KEYS}
 
 
 def _starts_local_cluster(ray_init: dict) -> bool:

@@ -7,7 +7,7 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from verl_asyncweb.main import SetupError, load_config, main
+from verl_asyncweb.main import SetupError, _starts_local_cluster, joining_ray_init, load_config, main
 from verl_asyncweb.recipes_registry import RecipeError, available_recipes
 
 # What a user must supply to the GPU recipes (their `???` values).
@@ -173,6 +173,22 @@ def test_gpu_recipe_on_a_machine_without_gpus_stops_naming_the_counts(tmp_path):
     )
     assert out.returncode == 2, out.stderr[-3000:]
     assert "needs 64 GPUs (trainer 2x8 + rollout 6x8) but the Ray cluster has 0" in out.stderr
+
+
+def test_a_recipe_that_sizes_its_local_cluster_can_join_a_running_one(monkeypatch, caplog):
+    # Before: cpu_smoke's num_cpus reached ray.init with RAY_ADDRESS set, and Ray refused ("When connecting to an
+    # existing cluster, num_cpus and num_gpus must not be provided").
+    cfg, _ = load_config(["recipe=cpu_smoke"])
+    ray_init = {**OmegaConf.to_container(cfg.ray_kwargs.ray_init, resolve=True), "num_gpus": 0, "namespace": "ns"}
+    assert ray_init["num_cpus"] == 8
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.2:6379")
+    assert not _starts_local_cluster(ray_init)
+    with caplog.at_level("INFO", logger="verl_asyncweb.main"):
+        joined = joining_ray_init(ray_init)
+    assert joined == {key: value for key, value in ray_init.items() if key not in ("num_cpus", "num_gpus")}
+    assert "left out: ray_kwargs.ray_init.num_cpus, ray_kwargs.ray_init.num_gpus" in caplog.text
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert _starts_local_cluster({**ray_init, "address": "ray://10.0.0.2:10001"}) is False
 
 
 @pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync"])
