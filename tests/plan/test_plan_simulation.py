@@ -110,12 +110,12 @@ def test_latency_draw_is_the_env_latency_model_formula(gpu_paper):
         assert latency_s(spec, ours) == expected
 
 
-def _cost(slowdown: float, concurrency: int) -> RolloutCost:
+def _cost(slowdown: float, concurrency: int, prefill_s: float = 0.0) -> RolloutCost:
     return RolloutCost(
         gpus=1,
         gpus_per_replica=1,
         max_concurrency=concurrency,
-        prefill_s=0.0,
+        prefill_s=prefill_s,
         decode_s_per_token=1.0,
         concurrency_slowdown=slowdown,
     )
@@ -124,8 +124,8 @@ def _cost(slowdown: float, concurrency: int) -> RolloutCost:
 def test_replica_shares_its_rate_between_concurrent_requests():
     # Two requests of 2 s and 4 s solo work, slowdown 0.5: each runs at 1/1.5 while both run.
     replica = Replica(_cost(0.5, concurrency=8))
-    replica.submit(0.0, 2.0, "short")
-    replica.submit(0.0, 4.0, "long")
+    replica.submit(0.0, 0.0, 2.0, "short")
+    replica.submit(0.0, 0.0, 4.0, "long")
     assert replica.next_finish_s(0.0) == pytest.approx(3.0)
     assert replica.pop_finished(3.0) == ["short"]
     assert replica.next_finish_s(3.0) == pytest.approx(5.0)  # 2 s of solo work left, alone: rate 1
@@ -135,8 +135,8 @@ def test_replica_shares_its_rate_between_concurrent_requests():
 
 def test_replica_queues_beyond_its_concurrency_and_pauses_for_weight_sync():
     replica = Replica(_cost(0.0, concurrency=1))
-    replica.submit(0.0, 1.0, "first")
-    replica.submit(0.0, 1.0, "second")
+    replica.submit(0.0, 0.0, 1.0, "first")
+    replica.submit(0.0, 0.0, 1.0, "second")
     replica.set_paused(0.5, True)
     assert replica.next_finish_s(0.5) is None
     replica.set_paused(2.5, False)
@@ -144,3 +144,19 @@ def test_replica_queues_beyond_its_concurrency_and_pauses_for_weight_sync():
     assert replica.pop_finished(3.0) == ["first"]
     assert replica.pop_finished(4.0) == ["second"]
     assert replica.busy_s == pytest.approx(2.0)
+
+
+def test_prefills_take_the_replica_one_at_a_time_and_stall_decoding():
+    # Prefill 1 s each, perfect decode batching: "a" prefills 0-1 s and decodes; "b" arrives at 1.5 s and its
+    # prefill takes the replica at once, so a's decoding stalls until 2.5 s.
+    replica = Replica(_cost(0.0, concurrency=8, prefill_s=1.0))
+    replica.submit(0.0, 1.0, 2.0, "a")
+    assert replica.next_finish_s(0.0) == pytest.approx(1.0)  # the end of a's prefill
+    assert replica.pop_finished(1.0) == []
+    replica.submit(1.5, 1.0, 2.0, "b")  # a has decoded 0.5 s of its 2
+    assert replica.next_finish_s(1.5) == pytest.approx(2.5)  # b's prefill; a waits
+    assert replica.pop_finished(2.5) == []
+    assert replica.next_finish_s(2.5) == pytest.approx(4.0)  # both decode; a has 1.5 s left
+    assert replica.pop_finished(4.0) == ["a"]
+    assert replica.pop_finished(4.5) == ["b"]
+    assert replica.busy_s == pytest.approx(4.5)

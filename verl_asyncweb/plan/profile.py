@@ -168,17 +168,19 @@ class EnvCost(_Section):
 class RolloutCost(_Section):
     """Rollout servers (``rollout:``).
 
-    A request alone on a replica takes ``prefill_s + decode_s_per_token * response_tokens``. While m requests run
-    on it (m <= ``max_concurrency``; more wait in its queue), each progresses at rate 1 / (1 + slowdown (m - 1)):
-    slowdown 0 is perfect batching, 1 is one request at a time. Replicas pause during weight sync.
+    A request alone on a replica takes ``prefill_s + decode_s_per_token * response_tokens``. A replica runs at most
+    ``max_concurrency`` requests (more wait in its queue). Prefill is compute-bound: it takes the replica, one
+    request at a time, and decoding stalls meanwhile. Decoding batches: while m requests decode, each progresses at
+    rate 1 / (1 + slowdown (m - 1)); slowdown 0 is perfect batching, 1 is one request at a time. Replicas pause
+    during weight sync.
 
     Args:
         gpus: Rollout GPUs.
         gpus_per_replica: GPUs of one server (tensor parallel size); replicas = gpus // gpus_per_replica.
         max_concurrency: Requests one replica runs at once.
-        prefill_s: Seconds of a request's prompt processing, alone on the replica.
+        prefill_s: Seconds of a request's prompt processing, with the replica to itself.
         decode_s_per_token: Seconds per generated token, alone on the replica.
-        concurrency_slowdown: Growth of a request's time per extra concurrent request.
+        concurrency_slowdown: Growth of a request's decode time per extra request decoding beside it.
     """
 
     SECTION: ClassVar[str] = "rollout"

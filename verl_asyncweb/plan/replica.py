@@ -1,8 +1,12 @@
 """One simulated rollout server: a queue in front of up to ``max_concurrency`` requests sharing the device.
 
-While m requests run, each progresses at rate 1 / (1 + slowdown (m - 1)) seconds of its solo work per second
-(see :class:`verl_asyncweb.plan.profile.RolloutCost`). Tracked in virtual time: V advances at that rate, a request
-admitted at V0 with solo work w finishes when V reaches V0 + w, so every change costs O(log m).
+A request holds one of the replica's places from admission to its last token. Its prefill is compute-bound and
+takes the device: admitted prefills run one at a time in arrival order, and decoding stalls while one runs (a
+server that chunks prefills into decode batches spends the same compute). Decoding is memory-bound and batches:
+while m requests decode, each progresses at rate 1 / (1 + slowdown (m - 1)) seconds of its solo decode work per
+second (see :class:`verl_asyncweb.plan.profile.RolloutCost`). Decoding is tracked in virtual time: V advances at
+that rate, a request that starts decoding at V0 with solo work w finishes when V reaches V0 + w, so every change
+costs O(log m).
 """
 
 from __future__ import annotations
@@ -19,52 +23,71 @@ class Replica:
 
     def __init__(self, cost: RolloutCost) -> None:
         self.cost = cost
-        self._running: list[tuple[float, int, Any]] = []  # (finish virtual time, arrival order, request)
-        self._waiting: deque[tuple[float, Any]] = deque()  # (solo work seconds, request)
+        self._waiting: deque[tuple[float, float, Any]] = deque()  # (prefill s, solo decode s, request)
+        self._prefilling: deque[list] = deque()  # [prefill s left, solo decode s, request]; the head runs
+        self._decoding: list[tuple[float, int, Any]] = []  # (finish virtual time, arrival order, request)
         self._arrivals = 0
         self._virtual = 0.0
         self._updated_at = 0.0
         self._paused = False
         self.busy_s = 0.0
-        """Seconds with at least one request generating (not paused), up to the last update."""
+        """Seconds with a request prefilling or decoding (not paused), up to the last update."""
         self.epoch = 0
         """Bumped on every change; a completion event scheduled under an older epoch is stale."""
 
-    def _rate(self) -> float:
-        if self._paused or not self._running:
+    @property
+    def _admitted(self) -> int:
+        return len(self._prefilling) + len(self._decoding)
+
+    def _decode_rate(self) -> float:
+        if self._paused or self._prefilling or not self._decoding:
             return 0.0
-        return 1.0 / (1.0 + self.cost.concurrency_slowdown * (len(self._running) - 1))
+        return 1.0 / (1.0 + self.cost.concurrency_slowdown * (len(self._decoding) - 1))
+
+    def _start_decoding(self, decode_s: float, request: Any) -> None:
+        self._arrivals += 1
+        heapq.heappush(self._decoding, (self._virtual + decode_s, self._arrivals, request))
+
+    def _admit_waiting(self) -> None:
+        while self._waiting and self._admitted < self.cost.max_concurrency:
+            prefill_s, decode_s, request = self._waiting.popleft()
+            if prefill_s > 0:
+                self._prefilling.append([prefill_s, decode_s, request])
+            else:
+                self._start_decoding(decode_s, request)
 
     def advance(self, now: float) -> None:
-        """Bring virtual time and busy seconds up to ``now``."""
+        """Bring prefills, virtual time and busy seconds up to ``now``."""
         elapsed = now - self._updated_at
-        if elapsed > 0:
-            rate = self._rate()
-            self._virtual += rate * elapsed
-            if rate > 0:
-                self.busy_s += elapsed
         self._updated_at = now
+        while elapsed > 0 and not self._paused and self._prefilling:
+            head = self._prefilling[0]
+            spent = min(elapsed, head[0])
+            head[0] -= spent
+            elapsed -= spent
+            self.busy_s += spent
+            if head[0] <= 1e-12:
+                self._prefilling.popleft()
+                self._start_decoding(head[1], head[2])
+        rate = self._decode_rate()
+        if elapsed > 0 and rate > 0:
+            self._virtual += rate * elapsed
+            self.busy_s += elapsed
 
-    def _start_waiting(self) -> None:
-        while self._waiting and len(self._running) < self.cost.max_concurrency:
-            work_s, request = self._waiting.popleft()
-            self._arrivals += 1
-            heapq.heappush(self._running, (self._virtual + work_s, self._arrivals, request))
-
-    def submit(self, now: float, work_s: float, request: Any) -> None:
-        """Queue a request of ``work_s`` solo seconds."""
+    def submit(self, now: float, prefill_s: float, decode_s: float, request: Any) -> None:
+        """Queue a request of ``prefill_s`` exclusive seconds, then ``decode_s`` solo seconds of decoding."""
         self.advance(now)
-        self._waiting.append((work_s, request))
-        self._start_waiting()
+        self._waiting.append((prefill_s, decode_s, request))
+        self._admit_waiting()
         self.epoch += 1
 
     def pop_finished(self, now: float) -> list[Any]:
         """Requests done by ``now`` (in finishing order); waiting ones take their places."""
         self.advance(now)
         done = []
-        while self._running and self._running[0][0] <= self._virtual + 1e-9:
-            done.append(heapq.heappop(self._running)[2])
-        self._start_waiting()
+        while self._decoding and self._decoding[0][0] <= self._virtual + 1e-9:
+            done.append(heapq.heappop(self._decoding)[2])
+        self._admit_waiting()
         self.epoch += 1
         return done
 
@@ -75,8 +98,12 @@ class Replica:
         self.epoch += 1
 
     def next_finish_s(self, now: float) -> float | None:
-        """When the first running request finishes if nothing changes; ``None`` while paused or empty."""
-        rate = self._rate()
+        """When the next prefill or decode finishes if nothing changes; ``None`` while paused or empty."""
+        if self._paused:
+            return None
+        if self._prefilling:
+            return now + self._prefilling[0][0]
+        rate = self._decode_rate()
         if rate == 0.0:
             return None
-        return now + max(self._running[0][0] - self._virtual, 0.0) / rate
+        return now + max(self._decoding[0][0] - self._virtual, 0.0) / rate

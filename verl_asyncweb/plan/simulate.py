@@ -133,8 +133,8 @@ class _Simulation:
         self.replica_loads[index] += 1
         replica = self.replicas[index]
         tokens = episode.draw.response_tokens_per_step
-        work_s = self.rollout.prefill_s + self.rollout.decode_s_per_token * tokens
-        replica.submit(self.now, work_s, (episode, self.version))
+        decode_s = self.rollout.decode_s_per_token * tokens
+        replica.submit(self.now, self.rollout.prefill_s, decode_s, (episode, self.version))
         self._schedule_replica(index)
 
     def _schedule_replica(self, index: int) -> None:
