@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import override, predict
+from conftest import override, predict, write_run
 
 import verl_asyncweb.env.config as env_config_module
 from verl_asyncweb.bench import __main__ as bench_main
@@ -147,67 +147,8 @@ def test_bench_profile_is_a_registered_bench_command():
     assert "profile" in bench_main._available()
 
 
-def _write_run(run_dir: Path) -> None:
-    config = {
-        "actor_rollout_ref": {
-            "rollout": {
-                "n": 2,
-                "nnodes": 1,
-                "n_gpus_per_node": 1,
-                "tensor_model_parallel_size": 1,
-                "name": "hf",
-                "agent": {"num_workers": 1},
-            }
-        },
-        "data": {"train_batch_size": 2},
-        "trainer": {"nnodes": 1, "n_gpus_per_node": 2, "device": "cpu"},
-        "asyncweb": {
-            "recipe": "unit",
-            "rollout_mode": "async",
-            "staleness": 1,
-            "algo": {"dynamic_sampling": False},
-            "agent": {"max_steps": 3},
-            "env": {
-                "num_browsers": 1,
-                "pages_per_browser": 4,
-                "latency": {"enable": False, "median_s": 1.5, "sigma": 1.15, "max_delay_s": 60.0},
-            },
-        },
-    }
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
-
-    def row(step, wall, idle, gen, pi_prox, update, tokens, prompt):
-        data = {
-            "asyncweb/wall_s": wall,
-            "asyncweb/rollout_idle_frac": idle,
-            "asyncweb/trainer_idle_frac": 0.5,
-            "asyncweb/trajectories": 10,
-            "asyncweb/trained_trajectories": 4,
-            "asyncweb/success_rate": 0.2,
-            "asyncweb/steps_per_traj/success": 1,
-            "asyncweb/steps_per_traj/failure": 3,
-            "asyncweb/response_tokens_per_step/success": 10,
-            "asyncweb/response_tokens_per_step/failure": 20,
-            "prompt_length/mean": prompt,
-            "perf/total_num_tokens": tokens,
-            "timing_s/step": gen + pi_prox + update + 0.5 + 2.0,
-            "timing_s/gen": gen,
-            "timing_s/old_log_prob": pi_prox,
-            "timing_s/update_actor": update,
-            "timing_s/update_weights": 0.5,
-        }
-        return json.dumps({"step": step, "data": data})
-
-    rows = [
-        row(1, 100.0, 0.9, 50, 9, 9, 1000, 999),  # start-up, left out
-        row(2, 160.0, 0.5, 10, 1, 5, 1000, 100),
-        row(3, 200.0, 0.25, 15, 4, 10, 2000, 200),
-    ]
-    (run_dir / "metrics.jsonl").write_text("\n".join(rows) + "\n")
-
-
 def test_bench_profile_derives_costs_and_shape_from_a_run_folder(tmp_path):
-    _write_run(tmp_path)
+    write_run(tmp_path)
     out = tmp_path / "profile.yaml"
     assert bench_profile.main(["--run-dir", str(tmp_path), "--out", str(out)]) == 0
     profile = load_profile(out)
@@ -232,7 +173,7 @@ def test_bench_profile_derives_costs_and_shape_from_a_run_folder(tmp_path):
 
 
 def test_bench_profile_without_metrics_exits_2(tmp_path, capsys):
-    _write_run(tmp_path)
+    write_run(tmp_path)
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "data": {"asyncweb/wall_s": 1.0}}) + "\n")
     assert bench_profile.main(["--run-dir", str(tmp_path), "--out", str(tmp_path / "p.yaml")]) == 2
     assert "leaves none" in capsys.readouterr().err

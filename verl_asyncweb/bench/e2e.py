@@ -90,7 +90,7 @@ def run_sampled(command: list[str], log_path: Path, what: str) -> _MemorySampler
     return sampler
 
 
-def _read_steps(run_dir: Path) -> dict[int, dict]:
+def read_steps(run_dir: Path) -> dict[int, dict]:
     steps: dict[int, dict] = {}
     for path in sorted(run_dir.glob("metrics*.jsonl")):
         for line in path.read_text().splitlines():
@@ -114,7 +114,7 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
     started = time.time()
     with StepReporter(run_dir / "metrics.jsonl", total_steps=steps, label=name):
         sampler = run_sampled(command, out_dir / f"{run_dir.name}.log", f"arm {name}")
-    data = _read_steps(run_dir)
+    data = read_steps(run_dir)
     later = [data[s] for s in sorted(data) if s > 1]
     window_s = data[max(data)]["asyncweb/wall_s"] - data[1]["asyncweb/wall_s"]
     finished = sum(d.get("asyncweb/trajectories", 0) for d in later)
@@ -202,4 +202,5 @@ def main(argv: list[str]) -> int:
         results.append(run_arm(arm, overrides, args.out, args.recipe, args.steps))
         (args.out / "results.json").write_text(json.dumps(results, indent=2))
     print(_table(results))
+    print(f"\nthe capacity planner against these arms: python -m verl_asyncweb.bench plan_check --e2e-dir {args.out}")
     return 0

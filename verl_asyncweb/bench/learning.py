@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verl_asyncweb.bench.e2e import _read_steps, run_sampled
+from verl_asyncweb.bench.e2e import read_steps, run_sampled
 
 ARMS = {
     "rl": [],
@@ -77,7 +77,7 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int,
         ]
         sampler = run_sampled(command, out / f"{name}.log", f"arm {name}")
         (run_dir / "bench_memory.json").write_text(json.dumps({"peak_used_mib": sampler.peak_used_mib}))
-    data = _read_steps(run_dir)
+    data = read_steps(run_dir)
     wall = data[max(data)]["asyncweb/wall_s"]
     trajectories = sum(d.get("asyncweb/trained_trajectories", 0) for d in data.values())
     return {

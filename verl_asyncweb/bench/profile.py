@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from verl_asyncweb.bench.e2e import _read_steps
+from verl_asyncweb.bench.e2e import read_steps
 from verl_asyncweb.plan.profile import (
     EnvCost,
     LatencySpec,
@@ -122,7 +122,7 @@ class MeasuredFigures:
 
 
 @dataclass(frozen=True)
-class _RunSteps:
+class RunSteps:
     """The used steps of a run; ``start_s`` is the wall time at which the first of them began."""
 
     rows: list[tuple[int, dict]]
@@ -145,16 +145,16 @@ class _RunSteps:
         return [end - start for start, end in zip(walls[:-1], walls[1:], strict=True)]
 
 
-def _used_steps(run_dir: Path, skip_steps: int) -> _RunSteps:
-    steps = _read_steps(run_dir)
+def used_steps(run_dir: Path, skip_steps: int) -> RunSteps:
+    steps = read_steps(run_dir)
     ordered = sorted(steps)
     if len(ordered) <= skip_steps:
         raise ValueError(f"{run_dir} has {len(ordered)} logged steps; --skip-steps {skip_steps} leaves none")
     start_s = _metric(steps[ordered[skip_steps - 1]], "asyncweb/wall_s", ordered[skip_steps - 1]) if skip_steps else 0
-    return _RunSteps(rows=[(s, steps[s]) for s in ordered[skip_steps:]], start_s=start_s)
+    return RunSteps(rows=[(s, steps[s]) for s in ordered[skip_steps:]], start_s=start_s)
 
 
-def _measured(run: _RunSteps, group_size: int) -> MeasuredFigures:
+def measured_figures(run: RunSteps, group_size: int) -> MeasuredFigures:
     finished = sum(run.values("asyncweb/trajectories"))
     trained = sum(run.values("asyncweb/trained_trajectories"))
     # verl's filter_groups/evicted_samples counts prompt groups (on runs/bl4/rl, trajectories = n x (evicted +
@@ -170,7 +170,7 @@ def _measured(run: _RunSteps, group_size: int) -> MeasuredFigures:
     )
 
 
-def _pipeline(config: dict) -> tuple[PipelineShape, Sources]:
+def pipeline_shape(config: dict) -> tuple[PipelineShape, Sources]:
     keys = {
         "mode": "asyncweb.rollout_mode",
         "staleness": "asyncweb.staleness",
@@ -189,7 +189,7 @@ def _pipeline(config: dict) -> tuple[PipelineShape, Sources]:
     return PipelineShape(**values, max_concurrent_episodes=pages * workers), sources
 
 
-def _by_outcome(run: _RunSteps, metric: str) -> tuple[dict[str, float], Sources]:
+def _by_outcome(run: RunSteps, metric: str) -> tuple[dict[str, float], Sources]:
     """Trajectory-weighted means of ``asyncweb/{metric}/{success,failure}``; a missing outcome takes the other's."""
     means, sources = {}, {}
     for outcome in ("success", "failure"):
@@ -212,7 +212,7 @@ def _by_outcome(run: _RunSteps, metric: str) -> tuple[dict[str, float], Sources]
 
 
 def _workload(
-    config: dict, run: _RunSteps, pipeline: PipelineShape, measured: MeasuredFigures
+    config: dict, run: RunSteps, pipeline: PipelineShape, measured: MeasuredFigures
 ) -> tuple[Workload, Sources]:
     rated = [(data[SUCCESS_RATE], data["asyncweb/trajectories"]) for _, data in run.rows if SUCCESS_RATE in data]
     success_prob = _weighted_mean(rated)
@@ -252,7 +252,7 @@ def _workload(
     return workload, sources
 
 
-def _env(config: dict, env_step_s: float, env_step_source: str, episode_end_s: float) -> tuple[EnvCost, Sources]:
+def env_cost(config: dict, env_step_s: float, env_step_source: str, episode_end_s: float) -> tuple[EnvCost, Sources]:
     latency_keys = ("enable", "median_s", "sigma", "max_delay_s")
     latency = LatencySpec(**{key: config_value(config, f"asyncweb.env.latency.{key}") for key in latency_keys})
     sources = {f"env.latency.{key}": f"config.yaml asyncweb.env.latency.{key}" for key in latency_keys}
@@ -261,7 +261,7 @@ def _env(config: dict, env_step_s: float, env_step_source: str, episode_end_s: f
     return EnvCost(step_s=env_step_s, episode_end_s=episode_end_s, latency=latency), sources
 
 
-def _rollout(config: dict, run: _RunSteps, workload: Workload) -> tuple[RolloutCost, Sources]:
+def _rollout(config: dict, run: RunSteps, workload: Workload) -> tuple[RolloutCost, Sources]:
     gpus = config_value(config, "actor_rollout_ref.rollout.nnodes") * config_value(
         config, "actor_rollout_ref.rollout.n_gpus_per_node"
     )
@@ -299,7 +299,7 @@ def _rollout(config: dict, run: _RunSteps, workload: Workload) -> tuple[RolloutC
     return rollout, sources
 
 
-def _trainer(config: dict, run: _RunSteps) -> tuple[TrainerCost, Sources]:
+def _trainer(config: dict, run: RunSteps) -> tuple[TrainerCost, Sources]:
     gpus = config_value(config, "trainer.nnodes") * config_value(config, "trainer.n_gpus_per_node")
     tokens = run.values("perf/total_num_tokens")
 
@@ -339,11 +339,11 @@ def profile_from_run(
 ) -> tuple[Profile, Sources, MeasuredFigures]:
     """The profile of ``run_dir``, the source of each of its values, and the run's own figures."""
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    run = _used_steps(run_dir, skip_steps)
-    pipeline, sources = _pipeline(config)
-    measured = _measured(run, pipeline.group_size)
+    run = used_steps(run_dir, skip_steps)
+    pipeline, sources = pipeline_shape(config)
+    measured = measured_figures(run, pipeline.group_size)
     workload, workload_sources = _workload(config, run, pipeline, measured)
-    env, env_sources = _env(config, env_step_s, env_step_source, episode_end_s)
+    env, env_sources = env_cost(config, env_step_s, env_step_source, episode_end_s)
     rollout, rollout_sources = _rollout(config, run, workload)
     trainer, trainer_sources = _trainer(config, run)
     last_step = run.rows[-1][0]

@@ -1,0 +1,60 @@
+"""``bench plan_check``: the planner, with costs from one ``bench e2e`` arm, against every arm's measurement."""
+
+import json
+
+import pytest
+from conftest import override, predict, write_run
+
+from verl_asyncweb.bench import __main__ as bench_main
+from verl_asyncweb.bench import plan_check
+from verl_asyncweb.bench.profile import DEFAULT_ENV_STEP_S, ENV_STEP_SOURCE, profile_from_run
+
+
+@pytest.fixture
+def e2e_dir(tmp_path):
+    """A ``bench e2e --out`` folder with an async and a sync arm (the sync one trained on fewer trajectories)."""
+    write_run(_mkdir(tmp_path / "async"), mode="async", trained=4)
+    write_run(_mkdir(tmp_path / "sync"), mode="sync", trained=2)
+    (tmp_path / "results.json").write_text(json.dumps([{"arm": "async"}, {"arm": "sync"}]))
+    return tmp_path
+
+
+def _mkdir(path):
+    path.mkdir()
+    return path
+
+
+def test_plan_check_is_a_registered_bench_command():
+    assert "plan_check" in bench_main._available()
+
+
+def test_every_arm_is_predicted_from_the_profile_arms_costs_with_its_own_shape(e2e_dir, capsys):
+    assert plan_check.main(["--e2e-dir", str(e2e_dir)]) == 0
+    report = json.loads((e2e_dir / "plan_check.json").read_text())
+    assert [arm["arm"] for arm in report["arms"]] == ["async", "sync"]
+    costs, _, _ = profile_from_run(e2e_dir / "async", 1, DEFAULT_ENV_STEP_S, ENV_STEP_SOURCE, 0.0)
+    expected = {"async": predict(costs), "sync": predict(override(costs, **{"pipeline.mode": "sync"}))}
+    assert expected["sync"].trained_trajs_per_hour != expected["async"].trained_trajs_per_hour
+    for arm in report["arms"]:
+        predicted = expected[arm["arm"]]
+        assert arm["predicted"]["trained_trajs_per_hour"] == pytest.approx(predicted.trained_trajs_per_hour)
+        assert arm["predicted"]["trainer_idle_frac"] == pytest.approx(predicted.trainer_idle_frac)
+    # Each arm's own measurement: 4 (async) and 2 (sync) trained trajectories per step over steps 2-3 (100 s).
+    measured = {arm["arm"]: arm["measured"]["trained_trajs_per_hour"] for arm in report["arms"]}
+    assert measured == pytest.approx({"async": 8 / 100 * 3600, "sync": 4 / 100 * 3600})
+    for arm in report["arms"]:
+        error = arm["predicted"]["trained_trajs_per_hour"] / arm["measured"]["trained_trajs_per_hour"] - 1
+        idle_error = arm["predicted"]["trainer_idle_frac"] - arm["measured"]["trainer_idle_frac_mean"]
+        assert arm["trained_trajs_per_hour_error"] == pytest.approx(error)
+        assert arm["within_tolerance"] == (abs(error) <= 0.15 and abs(idle_error) <= 0.1)
+    table = capsys.readouterr().out
+    assert "costs recorded from the async arm" in table and "| sync |" in table
+    assert (e2e_dir / "plan_profile.yaml").read_text().count("# sources: ") > 20
+
+
+def test_bad_folders_and_arms_exit_2_naming_them(e2e_dir, tmp_path, capsys):
+    assert plan_check.main(["--e2e-dir", str(e2e_dir), "--profile-arm", "async+latency"]) == 2
+    assert "not an arm of" in capsys.readouterr().err
+    empty = _mkdir(tmp_path / "empty")
+    assert plan_check.main(["--e2e-dir", str(empty)]) == 2
+    assert "has no results.json" in capsys.readouterr().err

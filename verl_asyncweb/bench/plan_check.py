@@ -1,0 +1,167 @@
+"""``python -m verl_asyncweb.bench plan_check --e2e-dir DIR``: the capacity planner against ``bench e2e``'s arms.
+
+Records a planner profile from one arm of a ``bench e2e`` invocation (``--profile-arm``, default ``async``) as
+``bench profile`` does, then predicts every arm from those costs with the arm's own shape (its ``config.yaml``:
+mode, staleness, batch, pages, web latency) over the same training steps, and sets each prediction beside what
+the arm measured: trained trajectories/h (within ``TRAJS_PER_HOUR_TOLERANCE``) and trainer idle (mean over steps,
+within ``TRAINER_IDLE_TOLERANCE``). Writes ``DIR/plan_check.json`` and ``DIR/plan_profile.yaml``; starts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from verl_asyncweb.bench.profile import (
+    DEFAULT_ENV_STEP_S,
+    ENV_STEP_SOURCE,
+    MeasuredFigures,
+    env_cost,
+    measured_figures,
+    pipeline_shape,
+    profile_from_run,
+    used_steps,
+)
+from verl_asyncweb.plan.prediction import Prediction
+from verl_asyncweb.plan.profile import Profile
+from verl_asyncweb.plan.profile_file import dump_profile
+from verl_asyncweb.plan.simulate import simulate
+
+logger = logging.getLogger(__name__)
+
+TRAJS_PER_HOUR_TOLERANCE = 0.15
+"""Accepted |predicted / measured - 1| of trained trajectories per hour (issue #18)."""
+TRAINER_IDLE_TOLERANCE = 0.1
+"""Accepted |predicted - measured| trainer-idle fraction (issue #18)."""
+
+
+@dataclass(frozen=True)
+class ArmCheck:
+    """One arm: what it measured and what the planner predicts for it."""
+
+    arm: str
+    measured: MeasuredFigures
+    predicted: Prediction
+
+    @property
+    def trajs_error(self) -> float:
+        return self.predicted.trained_trajs_per_hour / self.measured.trained_trajs_per_hour - 1
+
+    @property
+    def idle_error(self) -> float:
+        return self.predicted.trainer_idle_frac - self.measured.trainer_idle_frac_mean
+
+    @property
+    def within(self) -> bool:
+        return abs(self.trajs_error) <= TRAJS_PER_HOUR_TOLERANCE and abs(self.idle_error) <= TRAINER_IDLE_TOLERANCE
+
+    def as_dict(self) -> dict:
+        return {
+            "arm": self.arm,
+            "measured": dataclasses.asdict(self.measured),
+            "predicted": {
+                "trained_trajs_per_hour": self.predicted.trained_trajs_per_hour,
+                "finished_trajs_per_hour": self.predicted.finished_trajs_per_hour,
+                "trainer_idle_frac": self.predicted.trainer_idle_frac,
+                "rollout_idle_frac": self.predicted.rollout_idle_frac,
+                "policy_lag_mean": self.predicted.policy_lag_mean,
+                "step_s": self.predicted.step_s,
+            },
+            "trained_trajs_per_hour_error": self.trajs_error,
+            "trainer_idle_error": self.idle_error,
+            "within_tolerance": self.within,
+        }
+
+
+def arm_dirs(e2e_dir: Path) -> dict[str, Path]:
+    """The arms of a ``bench e2e`` folder in their run order (``results.json``), by arm name."""
+    results_path = e2e_dir / "results.json"
+    if not results_path.is_file():
+        raise ValueError(f"{e2e_dir} has no results.json; is it a `python -m verl_asyncweb.bench e2e --out` folder?")
+    arms = [result["arm"] for result in json.loads(results_path.read_text())]
+    return {arm: e2e_dir / arm.replace("+", "_") for arm in arms}
+
+
+def profile_for_arm(costs: Profile, run_dir: Path, skip_steps: int) -> Profile:
+    """``costs`` with the pipeline shape, web latency and measured steps of the run in ``run_dir``."""
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    pipeline, _ = pipeline_shape(config)
+    env, _ = env_cost(config, costs.env.step_s, "", costs.env.episode_end_s)
+    last_step = used_steps(run_dir, skip_steps).rows[-1][0]
+    sim = dataclasses.replace(costs.sim, train_steps=last_step, warmup_steps=skip_steps)
+    return dataclasses.replace(costs, pipeline=pipeline, env=env, sim=sim)
+
+
+def check_arms(
+    e2e_dir: Path, profile_arm: str, skip_steps: int, env_step_s: float, env_step_source: str
+) -> tuple[Profile, dict[str, str], list[ArmCheck]]:
+    """The profile recorded from ``profile_arm`` (with its sources) and every arm's check against it."""
+    arms = arm_dirs(e2e_dir)
+    if profile_arm not in arms:
+        raise ValueError(f"--profile-arm {profile_arm!r} is not an arm of {e2e_dir}; its arms: {', '.join(arms)}")
+    costs, sources, _ = profile_from_run(arms[profile_arm], skip_steps, env_step_s, env_step_source, 0.0)
+    checks = []
+    for arm, run_dir in arms.items():
+        run = used_steps(run_dir, skip_steps)
+        measured = measured_figures(run, costs.pipeline.group_size)
+        checks.append(ArmCheck(arm, measured, simulate(profile_for_arm(costs, run_dir, skip_steps))))
+    return costs, sources, checks
+
+
+def format_checks(checks: list[ArmCheck], profile_arm: str) -> str:
+    lines = [
+        f"planner (costs recorded from the {profile_arm} arm) vs each arm's measurement over the same steps",
+        "",
+        "| arm | trained traj/h measured | predicted | error | trainer idle measured (mean) | predicted | error "
+        "| within ±15% and ±0.1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for check in checks:
+        lines.append(
+            f"| {check.arm} | {check.measured.trained_trajs_per_hour:.0f} | "
+            f"{check.predicted.trained_trajs_per_hour:.0f} | {check.trajs_error:+.1%} | "
+            f"{check.measured.trainer_idle_frac_mean:.2f} | {check.predicted.trainer_idle_frac:.2f} | "
+            f"{check.idle_error:+.2f} | {'yes' if check.within else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def run_check(e2e_dir: Path, profile_arm: str = "async", skip_steps: int = 1, env_step_s: float | None = None) -> str:
+    """Check every arm of ``e2e_dir``, write ``plan_check.json`` and ``plan_profile.yaml`` there; returns the table."""
+    source = ENV_STEP_SOURCE if env_step_s is None else "--env-step-s"
+    costs, sources, checks = check_arms(
+        e2e_dir, profile_arm, skip_steps, DEFAULT_ENV_STEP_S if env_step_s is None else env_step_s, source
+    )
+    header = [f"{costs.name}: planner profile recorded from the {profile_arm} arm of {e2e_dir} by bench plan_check"]
+    (e2e_dir / "plan_profile.yaml").write_text(dump_profile(costs, sources, header))
+    report = {"profile_arm": profile_arm, "skip_steps": skip_steps, "arms": [check.as_dict() for check in checks]}
+    (e2e_dir / "plan_check.json").write_text(json.dumps(report, indent=2))
+    return format_checks(checks, profile_arm)
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_asyncweb.bench plan_check", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--e2e-dir", type=Path, required=True, help="a `bench e2e --out` folder")
+    parser.add_argument("--profile-arm", default="async", help="the arm whose costs the planner uses (default async)")
+    parser.add_argument("--skip-steps", type=int, default=1, help="start-up steps left out (default 1, as bench e2e)")
+    parser.add_argument(
+        "--env-step-s", type=float, help=f"browser seconds per step (default {DEFAULT_ENV_STEP_S}: {ENV_STEP_SOURCE})"
+    )
+    args = parser.parse_args(argv)
+    try:
+        print(run_check(args.e2e_dir, args.profile_arm, args.skip_steps, args.env_step_s))
+    except (OSError, ValueError, KeyError) as exc:
+        sys.stderr.write(f"python -m verl_asyncweb.bench plan_check: error: {exc}\n")
+        return 2
+    logger.info("wrote %s and %s", args.e2e_dir / "plan_check.json", args.e2e_dir / "plan_profile.yaml")
+    return 0
