@@ -295,6 +295,15 @@ def shell_command(words: list[str], width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def resume_argv(argv: list[str]) -> list[str]:
+    """The job's overrides as a resume command needs them: a ``trainer.resume_mode`` other than verl's ``auto`` (a
+    run started with ``resume_mode=disable`` would start over) becomes ``auto``, which resumes from the latest
+    checkpoint in the run folder."""
+    return [
+        "trainer.resume_mode=auto" if word.lstrip("+~").startswith("trainer.resume_mode=") else word for word in argv
+    ]
+
+
 def format_summary(summary: dict, steps: dict[int, dict], run_root: Path, command: str) -> str:
     """The closing lines: what was learned (first vs last step), throughput, where the run lives, what to run next."""
     lines = [f"finished {summary['last_step']} steps in {summary['wall_s']:.0f} s (recipe {summary.get('recipe')})"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_asyncweb.console import ConsoleLogging, StepReporter, format_summary, shell_command
+from verl_asyncweb.console import ConsoleLogging, StepReporter, format_summary, resume_argv, shell_command
 from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
     RECIPE_PATH_ENV,
@@ -496,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         console.close()
     run_root = Path(summary["run_dir"])
     steps = RunFolder(run_root).read_metrics()
-    print(format_summary(summary, steps, run_root, shell_command(["python -m verl_asyncweb.main", *argv])))
+    print(format_summary(summary, steps, run_root, shell_command(["python -m verl_asyncweb.main", *resume_argv(argv)])))
     return 0
 
 

@@ -9,7 +9,14 @@ import warnings
 import pytest
 
 from verl_asyncweb.compare import metric_names as names
-from verl_asyncweb.console import ConsoleLogging, StepReporter, format_step, format_summary, shell_command
+from verl_asyncweb.console import (
+    ConsoleLogging,
+    StepReporter,
+    format_step,
+    format_summary,
+    resume_argv,
+    shell_command,
+)
 from verl_asyncweb.main import SetupError, parse_argv
 
 STEP = {
@@ -82,6 +89,14 @@ def test_resume_command_pastes_into_a_shell_in_short_lines_without_browser_token
     assert max(len(line) for line in text.splitlines()) <= 200
     pasted = shlex.split(text.replace("\\\n", " "))
     assert pasted[3:] == ["recipe=cpu_smoke", words[2], words[3].replace(token, "***"), words[4]]
+
+
+def test_resume_command_resumes_a_run_that_was_started_with_resume_disabled():
+    # Before: bench e2e's arms (trainer.resume_mode=disable) printed a resume line that started the run over.
+    argv = ["recipe=cpu_smoke", "trainer.resume_mode=disable", "trainer.total_training_steps=8"]
+    assert resume_argv(argv) == ["recipe=cpu_smoke", "trainer.resume_mode=auto", "trainer.total_training_steps=8"]
+    assert resume_argv(["recipe=cpu_smoke", "+trainer.resume_mode=disable"])[1] == "trainer.resume_mode=auto"
+    assert resume_argv(["recipe=cpu_smoke"]) == ["recipe=cpu_smoke"]  # the recipes' own mode is auto
 
 
 def test_quiet_console_sends_library_logs_and_warnings_to_the_run_folder(tmp_path, capsys):

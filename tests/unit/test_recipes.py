@@ -30,6 +30,7 @@ def test_recipe_composes_and_validates(recipe):
     cfg, asyncweb = load_config([f"recipe={recipe}", *required_values(recipe)])
     assert asyncweb.recipe == recipe
     assert cfg.trainer.use_v1 is True
+    assert cfg.trainer.resume_mode == "auto"  # the console's resume line relies on it
     assert cfg.actor_rollout_ref.actor.policy_loss.loss_mode in ("decoupled_ppo", "vanilla")
     assert cfg.data.train_batch_size == (
         cfg.trainer.v1.separate_async.parameter_sync_step * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
