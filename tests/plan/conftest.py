@@ -37,8 +37,11 @@ def cpu_laptop() -> Profile:
     return load_profile("cpu_laptop_learning")
 
 
-def write_run(run_dir: Path, mode: str = "async", trained: int = 4) -> None:
-    """A run folder as ``verl_asyncweb.main`` writes it: ``config.yaml`` and three steps of ``metrics.jsonl``."""
+def write_run(
+    run_dir: Path, mode: str = "async", trained: int = 4, trainer_idle: float = 0.5, compute_scale: float = 1.0
+) -> None:
+    """A run folder as ``verl_asyncweb.main`` writes it: ``config.yaml`` and three steps of ``metrics.jsonl``
+    (``compute_scale`` multiplies the pi_prox and update times)."""
     config = {
         "actor_rollout_ref": {
             "rollout": {
@@ -68,10 +71,11 @@ def write_run(run_dir: Path, mode: str = "async", trained: int = 4) -> None:
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
 
     def row(step, wall, idle, gen, pi_prox, update, tokens, prompt):
+        pi_prox, update = pi_prox * compute_scale, update * compute_scale
         data = {
             "asyncweb/wall_s": wall,
             "asyncweb/rollout_idle_frac": idle,
-            "asyncweb/trainer_idle_frac": 0.5,
+            "asyncweb/trainer_idle_frac": trainer_idle,
             "asyncweb/trajectories": 10,
             "asyncweb/trained_trajectories": trained,
             "asyncweb/success_rate": 0.2,

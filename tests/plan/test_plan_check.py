@@ -7,13 +7,20 @@ from conftest import override, predict, write_run
 
 from verl_asyncweb.bench import __main__ as bench_main
 from verl_asyncweb.bench import plan_check
-from verl_asyncweb.bench.profile import DEFAULT_ENV_STEP_S, ENV_STEP_SOURCE, profile_from_run
+from verl_asyncweb.bench.profile import (
+    DEFAULT_ENV_STEP_S,
+    ENV_STEP_SOURCE,
+    fit_rollout_contention,
+    profile_from_run,
+    used_steps,
+)
 
 
 @pytest.fixture
 def e2e_dir(tmp_path):
-    """A ``bench e2e --out`` folder with an async and a sync arm (the sync one trained on fewer trajectories)."""
-    write_run(_mkdir(tmp_path / "async"), mode="async", trained=4)
+    """A ``bench e2e --out`` folder with an async and a sync arm: the sync one trained on fewer trajectories, the
+    async one never waited and computed 1.5x slower (rollout generating all the while)."""
+    write_run(_mkdir(tmp_path / "async"), mode="async", trained=4, trainer_idle=0.0, compute_scale=1.5)
     write_run(_mkdir(tmp_path / "sync"), mode="sync", trained=2)
     (tmp_path / "results.json").write_text(json.dumps([{"arm": "async"}, {"arm": "sync"}]))
     return tmp_path
@@ -28,12 +35,26 @@ def test_plan_check_is_a_registered_bench_command():
     assert "plan_check" in bench_main._available()
 
 
+def test_contention_is_fitted_from_the_compute_slowdown_over_the_overlap(e2e_dir):
+    # pi_prox + update per token 1.5x the sync run's, rollout generating during all of it: (1.5 - 1) / 1.
+    sync, async_ = used_steps(e2e_dir / "sync", 1), used_steps(e2e_dir / "async", 1)
+    contention, source = fit_rollout_contention(sync, async_)
+    assert contention == pytest.approx(0.5)
+    assert "1.500x" in source and "during 1.00 of the trainer's compute" in source
+    # The sync run as the contended one: rollout generated only while the trainer waited in step 2, during 10 of
+    # step 3's 14 compute seconds: overlap (0 + 10/14) / 2, no slowdown.
+    assert fit_rollout_contention(sync, sync)[0] == 0.0
+
+
 def test_every_arm_is_predicted_from_the_profile_arms_costs_with_its_own_shape(e2e_dir, capsys):
     assert plan_check.main(["--e2e-dir", str(e2e_dir)]) == 0
     report = json.loads((e2e_dir / "plan_check.json").read_text())
     assert [arm["arm"] for arm in report["arms"]] == ["async", "sync"]
-    costs, _, _ = profile_from_run(e2e_dir / "async", 1, DEFAULT_ENV_STEP_S, ENV_STEP_SOURCE, 0.0)
-    expected = {"async": predict(costs), "sync": predict(override(costs, **{"pipeline.mode": "sync"}))}
+    costs, _, _ = profile_from_run(
+        e2e_dir / "sync", 1, DEFAULT_ENV_STEP_S, ENV_STEP_SOURCE, 0.0, contended_run_dir=e2e_dir / "async"
+    )
+    assert costs.trainer.rollout_contention == pytest.approx(0.5)
+    expected = {"async": predict(override(costs, **{"pipeline.mode": "async"})), "sync": predict(costs)}
     assert expected["sync"].trained_trajs_per_hour != expected["async"].trained_trajs_per_hour
     for arm in report["arms"]:
         predicted = expected[arm["arm"]]
@@ -48,7 +69,8 @@ def test_every_arm_is_predicted_from_the_profile_arms_costs_with_its_own_shape(e
         assert arm["trained_trajs_per_hour_error"] == pytest.approx(error)
         assert arm["within_tolerance"] == (abs(error) <= 0.15 and abs(idle_error) <= 0.1)
     table = capsys.readouterr().out
-    assert "costs recorded from the async arm" in table and "| sync |" in table
+    assert "costs recorded from the sync arm, rollout contention 0.50 from the async arm" in table
+    assert "| async |" in table and "| sync |" in table
     assert (e2e_dir / "plan_profile.yaml").read_text().count("# sources: ") > 20
 
 

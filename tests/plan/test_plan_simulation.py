@@ -160,3 +160,25 @@ def test_prefills_take_the_replica_one_at_a_time_and_stall_decoding():
     assert replica.pop_finished(4.0) == ["a"]
     assert replica.pop_finished(4.5) == ["b"]
     assert replica.busy_s == pytest.approx(4.5)
+
+
+def test_a_replica_sharing_compute_with_the_trainer_slows_while_it_computes():
+    replica = Replica(_cost(0.0, concurrency=1, prefill_s=1.0))
+    replica.set_share(0.0, 0.5)
+    replica.submit(0.0, 1.0, 2.0, "r")
+    assert replica.next_finish_s(0.0) == pytest.approx(2.0)  # 1 s of prefill at half speed
+    replica.set_share(1.0, 1.0)  # the trainer stopped half-way through the prefill
+    assert replica.next_finish_s(1.0) == pytest.approx(1.5)
+    assert replica.pop_finished(1.5) == []
+    assert replica.next_finish_s(1.5) == pytest.approx(3.5)
+    assert replica.pop_finished(3.5) == ["r"] and replica.busy_s == pytest.approx(3.5)
+
+
+def test_rollout_contention_slows_only_what_overlaps(cpu_laptop):
+    # Sync never overlaps rollout and training: contention changes nothing. Async overlaps them: its trainer
+    # compute and steps get longer, by less than the factor 2 of computing with rollout all the time.
+    sync = override(cpu_laptop, **{"pipeline.mode": "sync"})
+    assert predict(override(sync, **{"trainer.rollout_contention": 1.0})) == predict(sync)
+    alone, shared = predict(cpu_laptop), predict(override(cpu_laptop, **{"trainer.rollout_contention": 1.0}))
+    assert alone.train_s < shared.train_s < 2 * alone.train_s
+    assert shared.step_s > alone.step_s

@@ -1,10 +1,12 @@
 """``python -m verl_asyncweb.bench plan_check --e2e-dir DIR``: the capacity planner against ``bench e2e``'s arms.
 
-Records a planner profile from one arm of a ``bench e2e`` invocation (``--profile-arm``, default ``async``) as
-``bench profile`` does, then predicts every arm from those costs with the arm's own shape (its ``config.yaml``:
-mode, staleness, batch, pages, web latency) over the same training steps, and sets each prediction beside what
-the arm measured: trained trajectories/h (within ``TRAJS_PER_HOUR_TOLERANCE``) and trainer idle (mean over steps,
-within ``TRAINER_IDLE_TOLERANCE``). Writes ``DIR/plan_check.json`` and ``DIR/plan_profile.yaml``; starts nothing.
+Records a planner profile from the arms of one ``bench e2e`` invocation as ``bench profile`` does: component costs
+from ``--profile-arm`` (default ``sync``, where rollout and trainer never run at once) and, on a machine where they
+share compute, ``trainer.rollout_contention`` from ``--contended-arm`` (default ``async``). Then it predicts every
+arm from that profile with the arm's own shape (its ``config.yaml``: mode, staleness, batch, pages, web latency)
+over the same training steps, and sets each prediction beside what the arm measured: trained trajectories/h
+(within ``TRAJS_PER_HOUR_TOLERANCE``) and trainer idle (mean over steps, within ``TRAINER_IDLE_TOLERANCE``).
+Writes ``DIR/plan_check.json`` and ``DIR/plan_profile.yaml``; starts nothing.
 """
 
 from __future__ import annotations
@@ -100,13 +102,22 @@ def profile_for_arm(costs: Profile, run_dir: Path, skip_steps: int) -> Profile:
 
 
 def check_arms(
-    e2e_dir: Path, profile_arm: str, skip_steps: int, env_step_s: float, env_step_source: str
+    e2e_dir: Path,
+    profile_arm: str,
+    contended_arm: str | None,
+    skip_steps: int,
+    env_step_s: float,
+    env_step_source: str,
 ) -> tuple[Profile, dict[str, str], list[ArmCheck]]:
-    """The profile recorded from ``profile_arm`` (with its sources) and every arm's check against it."""
+    """The profile recorded from ``profile_arm`` and ``contended_arm`` (with its sources) and every arm's check."""
     arms = arm_dirs(e2e_dir)
-    if profile_arm not in arms:
-        raise ValueError(f"--profile-arm {profile_arm!r} is not an arm of {e2e_dir}; its arms: {', '.join(arms)}")
-    costs, sources, _ = profile_from_run(arms[profile_arm], skip_steps, env_step_s, env_step_source, 0.0)
+    for flag, arm in (("--profile-arm", profile_arm), ("--contended-arm", contended_arm)):
+        if arm is not None and arm not in arms:
+            raise ValueError(f"{flag} {arm!r} is not an arm of {e2e_dir}; its arms: {', '.join(arms)}")
+    contended_dir = arms[contended_arm] if contended_arm else None
+    costs, sources, _ = profile_from_run(
+        arms[profile_arm], skip_steps, env_step_s, env_step_source, 0.0, contended_run_dir=contended_dir
+    )
     checks = []
     for arm, run_dir in arms.items():
         run = used_steps(run_dir, skip_steps)
@@ -115,9 +126,11 @@ def check_arms(
     return costs, sources, checks
 
 
-def format_checks(checks: list[ArmCheck], profile_arm: str) -> str:
+def format_checks(checks: list[ArmCheck], costs: Profile, profile_arm: str, contended_arm: str | None) -> str:
+    contention = f", rollout contention {costs.trainer.rollout_contention:.2f} from the {contended_arm} arm"
     lines = [
-        f"planner (costs recorded from the {profile_arm} arm) vs each arm's measurement over the same steps",
+        f"planner (costs recorded from the {profile_arm} arm{contention if contended_arm else ''}) vs each arm's "
+        "measurement over the same steps",
         "",
         "| arm | trained traj/h measured | predicted | error | trainer idle measured (mean) | predicted | error "
         "| within ±15% and ±0.1 |",
@@ -133,17 +146,33 @@ def format_checks(checks: list[ArmCheck], profile_arm: str) -> str:
     return "\n".join(lines)
 
 
-def run_check(e2e_dir: Path, profile_arm: str = "async", skip_steps: int = 1, env_step_s: float | None = None) -> str:
+def run_check(
+    e2e_dir: Path,
+    profile_arm: str = "sync",
+    contended_arm: str | None = "async",
+    skip_steps: int = 1,
+    env_step_s: float | None = None,
+) -> str:
     """Check every arm of ``e2e_dir``, write ``plan_check.json`` and ``plan_profile.yaml`` there; returns the table."""
     source = ENV_STEP_SOURCE if env_step_s is None else "--env-step-s"
     costs, sources, checks = check_arms(
-        e2e_dir, profile_arm, skip_steps, DEFAULT_ENV_STEP_S if env_step_s is None else env_step_s, source
+        e2e_dir,
+        profile_arm,
+        contended_arm,
+        skip_steps,
+        DEFAULT_ENV_STEP_S if env_step_s is None else env_step_s,
+        source,
     )
-    header = [f"{costs.name}: planner profile recorded from the {profile_arm} arm of {e2e_dir} by bench plan_check"]
+    header = [f"{costs.name}: planner profile recorded from {e2e_dir} by bench plan_check"]
     (e2e_dir / "plan_profile.yaml").write_text(dump_profile(costs, sources, header))
-    report = {"profile_arm": profile_arm, "skip_steps": skip_steps, "arms": [check.as_dict() for check in checks]}
+    report = {
+        "profile_arm": profile_arm,
+        "contended_arm": contended_arm,
+        "skip_steps": skip_steps,
+        "arms": [check.as_dict() for check in checks],
+    }
     (e2e_dir / "plan_check.json").write_text(json.dumps(report, indent=2))
-    return format_checks(checks, profile_arm)
+    return format_checks(checks, costs, profile_arm, contended_arm)
 
 
 def main(argv: list[str]) -> int:
@@ -152,14 +181,23 @@ def main(argv: list[str]) -> int:
         prog="python -m verl_asyncweb.bench plan_check", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--e2e-dir", type=Path, required=True, help="a `bench e2e --out` folder")
-    parser.add_argument("--profile-arm", default="async", help="the arm whose costs the planner uses (default async)")
+    parser.add_argument(
+        "--profile-arm", default="sync", help="the arm whose component costs the planner uses (default sync)"
+    )
+    parser.add_argument(
+        "--contended-arm",
+        default="async",
+        help="the arm whose trainer shared compute with rollout, to fit trainer.rollout_contention (default "
+        "async; 'none': separate devices)",
+    )
     parser.add_argument("--skip-steps", type=int, default=1, help="start-up steps left out (default 1, as bench e2e)")
     parser.add_argument(
         "--env-step-s", type=float, help=f"browser seconds per step (default {DEFAULT_ENV_STEP_S}: {ENV_STEP_SOURCE})"
     )
     args = parser.parse_args(argv)
     try:
-        print(run_check(args.e2e_dir, args.profile_arm, args.skip_steps, args.env_step_s))
+        contended_arm = None if args.contended_arm == "none" else args.contended_arm
+        print(run_check(args.e2e_dir, args.profile_arm, contended_arm, args.skip_steps, args.env_step_s))
     except (OSError, ValueError, KeyError) as exc:
         sys.stderr.write(f"python -m verl_asyncweb.bench plan_check: error: {exc}\n")
         return 2

@@ -16,6 +16,7 @@ Reads only ``RUN_DIR/config.yaml`` and ``RUN_DIR/metrics*.jsonl`` and writes a p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import statistics
 import sys
@@ -319,6 +320,7 @@ def _trainer(config: dict, run: RunSteps) -> tuple[TrainerCost, Sources]:
         update_gpu_s_per_token=per_token("timing_s/update_actor"),
         overhead_s=max(statistics.median(residual), 0.0),
         weight_sync_s=statistics.median(run.values("timing_s/update_weights")),
+        rollout_contention=0.0,
     )
     per_gpu = f"/ perf/total_num_tokens x trainer.gpus, median over {run.span}"
     sources = {
@@ -330,14 +332,61 @@ def _trainer(config: dict, run: RunSteps) -> tuple[TrainerCost, Sources]:
             f"{run.span}"
         ),
         "trainer.weight_sync_s": f"metrics.jsonl timing_s/update_weights, median over {run.span}",
+        "trainer.rollout_contention": (
+            "0: the costs above are as this run measured them (with whatever sharing of compute it had); "
+            "--contended-run-dir fits it"
+        ),
     }
     return trainer, sources
 
 
+def _compute_s_per_token(run: RunSteps) -> float:
+    """Median over steps of the trainer's pi_prox + update seconds per token."""
+    keys = ("timing_s/old_log_prob", "timing_s/update_actor", "perf/total_num_tokens")
+    return statistics.median((a + b) / n for a, b, n in zip(*(run.values(key) for key in keys), strict=True))
+
+
+def fit_rollout_contention(uncontended: RunSteps, contended: RunSteps) -> tuple[float, str]:
+    """``trainer.rollout_contention`` c from two runs of one recipe on one machine, and its source line.
+
+    ``uncontended``: rollout never generates while the trainer computes (a sync run). ``contended``: it does (an
+    async run). A token costs t (1 + c f) in the contended run, f being the fraction of its trainer compute during
+    which rollout generated: per step, rollout's busy seconds minus those in which the trainer waited for samples,
+    over the compute seconds.
+    """
+    ratio = _compute_s_per_token(contended) / _compute_s_per_token(uncontended)
+    overlaps = []
+    for (_, data), duration_s in zip(contended.rows, contended.durations_s(), strict=True):
+        compute_s = data["timing_s/old_log_prob"] + data["timing_s/update_actor"]
+        busy_s = (1 - data["asyncweb/rollout_idle_frac"]) * duration_s
+        waited_s = data["asyncweb/trainer_idle_frac"] * duration_s
+        overlaps.append(min(max((busy_s - waited_s) / compute_s, 0.0), 1.0))
+    overlap = statistics.fmean(overlaps)
+    if overlap < 0.05:
+        raise ValueError(
+            f"rollout generated during {overlap:.0%} of the contended run's trainer compute: no contention to fit"
+        )
+    contention = max((ratio - 1) / overlap, 0.0)
+    source = (
+        f"pi_prox + update seconds per token {ratio:.3f}x those of the uncontended run ({uncontended.span}) with "
+        f"rollout generating during {overlap:.2f} of the trainer's compute ({contended.span}): (ratio - 1) / overlap"
+    )
+    return contention, source
+
+
 def profile_from_run(
-    run_dir: Path, skip_steps: int, env_step_s: float, env_step_source: str, episode_end_s: float
+    run_dir: Path,
+    skip_steps: int,
+    env_step_s: float,
+    env_step_source: str,
+    episode_end_s: float,
+    contended_run_dir: Path | None = None,
 ) -> tuple[Profile, Sources, MeasuredFigures]:
-    """The profile of ``run_dir``, the source of each of its values, and the run's own figures."""
+    """The profile of ``run_dir``, the source of each of its values, and the run's own figures.
+
+    With ``contended_run_dir`` (an async run of the same recipe on the same machine; ``run_dir`` then a sync one),
+    ``trainer.rollout_contention`` is fitted from the two (:func:`fit_rollout_contention`).
+    """
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     run = used_steps(run_dir, skip_steps)
     pipeline, sources = pipeline_shape(config)
@@ -346,6 +395,10 @@ def profile_from_run(
     env, env_sources = env_cost(config, env_step_s, env_step_source, episode_end_s)
     rollout, rollout_sources = _rollout(config, run, workload)
     trainer, trainer_sources = _trainer(config, run)
+    if contended_run_dir is not None:
+        contention, source = fit_rollout_contention(run, used_steps(contended_run_dir, skip_steps))
+        trainer = dataclasses.replace(trainer, rollout_contention=contention)
+        trainer_sources["trainer.rollout_contention"] = f"{contended_run_dir}: {source}"
     last_step = run.rows[-1][0]
     sim = SimSettings(seed=0, train_steps=last_step, warmup_steps=skip_steps)
     sources.update(workload_sources | env_sources | rollout_sources | trainer_sources)
@@ -370,12 +423,18 @@ def main(argv: list[str]) -> int:
         "--env-step-s", type=float, help=f"browser seconds per step (default {DEFAULT_ENV_STEP_S}: {ENV_STEP_SOURCE})"
     )
     parser.add_argument("--episode-end-s", type=float, default=0.0, help="reward seconds per episode (a judge call)")
+    parser.add_argument(
+        "--contended-run-dir",
+        type=Path,
+        help="an async run of the same recipe on the same machine (--run-dir then a sync one): fits "
+        "trainer.rollout_contention, how much rollout and trainer slow each other on shared compute",
+    )
     args = parser.parse_args(argv)
     env_step_source = ENV_STEP_SOURCE if args.env_step_s is None else "--env-step-s"
     env_step_s = DEFAULT_ENV_STEP_S if args.env_step_s is None else args.env_step_s
     try:
         profile, sources, measured = profile_from_run(
-            args.run_dir, args.skip_steps, env_step_s, env_step_source, args.episode_end_s
+            args.run_dir, args.skip_steps, env_step_s, env_step_source, args.episode_end_s, args.contended_run_dir
         )
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"python -m verl_asyncweb.bench profile: error: {exc}\n")

@@ -15,7 +15,8 @@ class Prediction:
         finished_trajs_per_hour: Trajectories that finished per hour, discarded and dropped ones included (what
             the run metric ``asyncweb/trajs_per_hour`` counts).
         step_s: Mean wall time of a training step.
-        train_s: Mean trainer compute per step (overhead, pi_prox recompute, update), without weight sync.
+        train_s: Mean wall time of the trainer compute per step (overhead, pi_prox recompute, update; longer under
+            rollout contention), without weight sync.
         trainer_idle_frac: Fraction of the time the trainer waited for a batch.
         rollout_idle_frac: Fraction of replica-time without a request generating, averaged over replicas (paused
             for weight sync counts as idle). The run metric ``asyncweb/rollout_idle_frac`` is idle only when no

@@ -217,6 +217,9 @@ class TrainerCost(_Section):
         update_gpu_s_per_token: GPU-seconds per token of the whole update, all PPO epochs (``timing_s/update_actor``).
         overhead_s: Fixed seconds per step (advantages, pixel rebuild, bookkeeping).
         weight_sync_s: Seconds of weight sync per step; rollout replicas are paused meanwhile.
+        rollout_contention: For a trainer that shares its compute with rollout (the CPU backend: one machine's
+            cores): while the trainer computes and a replica generates, each progresses at 1 / (1 + this) of its
+            speed alone. 0 for separate devices.
     """
 
     SECTION: ClassVar[str] = "trainer"
@@ -225,10 +228,13 @@ class TrainerCost(_Section):
     update_gpu_s_per_token: float
     overhead_s: float
     weight_sync_s: float
+    rollout_contention: float
 
     def __post_init__(self):
         self._positive("gpus")
-        self._non_negative("recompute_gpu_s_per_token", "update_gpu_s_per_token", "overhead_s", "weight_sync_s")
+        self._non_negative(
+            "recompute_gpu_s_per_token", "update_gpu_s_per_token", "overhead_s", "weight_sync_s", "rollout_contention"
+        )
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ server that chunks prefills into decode batches spends the same compute). Decodi
 while m requests decode, each progresses at rate 1 / (1 + slowdown (m - 1)) seconds of its solo decode work per
 second (see :class:`verl_asyncweb.plan.profile.RolloutCost`). Decoding is tracked in virtual time: V advances at
 that rate, a request that starts decoding at V0 with solo work w finishes when V reaches V0 + w, so every change
-costs O(log m).
+costs O(log m). A replica that shares its compute with the trainer runs at ``share`` (< 1) of that speed while
+the trainer computes (:meth:`set_share`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Replica:
         self._virtual = 0.0
         self._updated_at = 0.0
         self._paused = False
+        self._share = 1.0
         self.busy_s = 0.0
         """Seconds with a request prefilling or decoding (not paused), up to the last update."""
         self.epoch = 0
@@ -39,10 +41,15 @@ class Replica:
     def _admitted(self) -> int:
         return len(self._prefilling) + len(self._decoding)
 
+    @property
+    def active(self) -> bool:
+        """A request is prefilling or decoding (not paused)."""
+        return not self._paused and self._admitted > 0
+
     def _decode_rate(self) -> float:
         if self._paused or self._prefilling or not self._decoding:
             return 0.0
-        return 1.0 / (1.0 + self.cost.concurrency_slowdown * (len(self._decoding) - 1))
+        return self._share / (1.0 + self.cost.concurrency_slowdown * (len(self._decoding) - 1))
 
     def _start_decoding(self, decode_s: float, request: Any) -> None:
         self._arrivals += 1
@@ -62,8 +69,8 @@ class Replica:
         self._updated_at = now
         while elapsed > 0 and not self._paused and self._prefilling:
             head = self._prefilling[0]
-            spent = min(elapsed, head[0])
-            head[0] -= spent
+            spent = min(elapsed, head[0] / self._share)
+            head[0] -= spent * self._share
             elapsed -= spent
             self.busy_s += spent
             if head[0] <= 1e-12:
@@ -97,12 +104,18 @@ class Replica:
         self._paused = paused
         self.epoch += 1
 
+    def set_share(self, now: float, share: float) -> None:
+        """Run at ``share`` of full speed from ``now`` (the trainer computes on the same device, or stopped)."""
+        self.advance(now)
+        self._share = share
+        self.epoch += 1
+
     def next_finish_s(self, now: float) -> float | None:
         """When the next prefill or decode finishes if nothing changes; ``None`` while paused or empty."""
         if self._paused:
             return None
         if self._prefilling:
-            return now + self._prefilling[0][0]
+            return now + self._prefilling[0][0] / self._share
         rate = self._decode_rate()
         if rate == 0.0:
             return None

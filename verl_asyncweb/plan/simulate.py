@@ -11,6 +11,8 @@ with ``num_warmup_batches = eta``: a new group may start while
 so at most eta batches are rolled out ahead of the trainer; discarded and dropped groups free their places. The
 trainer takes the oldest ``groups_per_batch`` groups, computes, then syncs weights while the replicas pause; the
 version then increments. ``sync`` is eta = 0: a batch is rolled out, then trained on, with no overlap and lag 0.
+A trainer that shares its compute with rollout (``trainer.rollout_contention`` > 0: the CPU backend) and the
+replicas slow each other down while both work.
 """
 
 from __future__ import annotations
@@ -83,6 +85,12 @@ class _Simulation:
         self.accepted_groups = 0  # buffered or trained; dropped ones leave this count
         self.buffer: deque[_Group] = deque()
         self.trainer_idle_since: float | None = 0.0
+        self.contention = self.trainer.rollout_contention
+        self.compute_left_s: float | None = None  # full-speed seconds of the running trainer compute
+        self.compute_rate = 1.0
+        self.compute_since = 0.0
+        self.compute_started_s = 0.0
+        self.compute_epoch = 0
         self.steps_done = 0
         self.window: _Window | None = None
         self.update_busy_start_s = 0.0
@@ -136,6 +144,7 @@ class _Simulation:
         decode_s = self.rollout.decode_s_per_token * tokens
         replica.submit(self.now, self.rollout.prefill_s, decode_s, (episode, self.version))
         self._schedule_replica(index)
+        self._contention_changed()
 
     def _schedule_replica(self, index: int) -> None:
         replica = self.replicas[index]
@@ -151,6 +160,7 @@ class _Simulation:
             self.replica_loads[index] -= 1
             self._step_done(episode, version)
         self._schedule_replica(index)
+        self._contention_changed()
 
     def _step_done(self, episode: _Episode, version: int) -> None:
         prompt_tokens = self.profile.workload.prompt_tokens_per_step
@@ -204,11 +214,50 @@ class _Simulation:
         train_s = self.trainer.overhead_s + per_token_s * tokens / self.trainer.gpus
         if self.window is not None:
             self.window.trainer_idle_s += self.now - max(self.trainer_idle_since, self.window.start_s)
-            self.window.train_s_sum += train_s
             self.window.lags.update(self.version - version for group in batch for version, _ in group.samples)
         self.trainer_idle_since = None
         self.update_busy_start_s = self.total_busy_s()
-        self._at(self.now + train_s, self._train_done)
+        self.compute_left_s, self.compute_since, self.compute_started_s = train_s, self.now, self.now
+        self.compute_rate = self._compute_rate()
+        self._share_replicas(1.0 / (1.0 + self.contention))
+        self._schedule_compute()
+
+    # ------------------------------------------------------------------ trainer and rollout on shared compute
+
+    def _compute_rate(self) -> float:
+        if self.contention and any(replica.active for replica in self.replicas):
+            return 1.0 / (1.0 + self.contention)
+        return 1.0
+
+    def _schedule_compute(self) -> None:
+        self.compute_epoch += 1
+        self._at(self.now + self.compute_left_s / self.compute_rate, self._compute_done, self.compute_epoch)
+
+    def _share_replicas(self, share: float) -> None:
+        if not self.contention:
+            return
+        for index, replica in enumerate(self.replicas):
+            replica.set_share(self.now, share)
+            self._schedule_replica(index)
+
+    def _contention_changed(self) -> None:
+        """A replica started or stopped generating: the running trainer compute changes speed."""
+        if not self.contention or self.compute_left_s is None:
+            return
+        rate = self._compute_rate()
+        if rate != self.compute_rate:
+            self.compute_left_s -= (self.now - self.compute_since) * self.compute_rate
+            self.compute_since, self.compute_rate = self.now, rate
+            self._schedule_compute()
+
+    def _compute_done(self, epoch: int) -> None:
+        if epoch != self.compute_epoch:
+            return  # rescheduled at another speed
+        self.compute_left_s = None
+        if self.window is not None and self.compute_started_s >= self.window.start_s:
+            self.window.train_s_sum += self.now - self.compute_started_s
+        self._share_replicas(1.0)
+        self._train_done()
 
     def _train_done(self) -> None:
         if self.window is not None:
