@@ -1,4 +1,4 @@
-"""``bench plan_check``: the planner, with costs from one ``bench e2e`` arm, against every arm's measurement."""
+"""``bench plan_check``: the planner, with costs recorded from ``bench e2e`` arms, against every arm's measurement."""
 
 import json
 
@@ -14,6 +14,7 @@ from verl_asyncweb.bench.profile import (
     profile_from_run,
     used_steps,
 )
+from verl_asyncweb.plan.profile_file import load_profile
 
 
 @pytest.fixture
@@ -54,7 +55,8 @@ def test_every_arm_is_predicted_from_the_profile_arms_costs_with_its_own_shape(e
         e2e_dir / "sync", 1, DEFAULT_ENV_STEP_S, ENV_STEP_SOURCE, 0.0, contended_run_dir=e2e_dir / "async"
     )
     assert costs.trainer.rollout_contention == pytest.approx(0.5)
-    expected = {"async": predict(override(costs, **{"pipeline.mode": "async"})), "sync": predict(costs)}
+    steady = override(costs, **{"sim.train_steps": 1 + plan_check.PREDICTED_STEPS})
+    expected = {"async": predict(override(steady, **{"pipeline.mode": "async"})), "sync": predict(steady)}
     assert expected["sync"].trained_trajs_per_hour != expected["async"].trained_trajs_per_hour
     for arm in report["arms"]:
         predicted = expected[arm["arm"]]
@@ -80,3 +82,26 @@ def test_bad_folders_and_arms_exit_2_naming_them(e2e_dir, tmp_path, capsys):
     empty = _mkdir(tmp_path / "empty")
     assert plan_check.main(["--e2e-dir", str(empty)]) == 2
     assert "has no results.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("mode", "latency", "trained_per_hour", "trainer_idle", "lag_mean"),
+    [
+        ("async", False, 1128.9, 0.000, 2.00),
+        ("sync", False, 829.5, 0.332, 0.00),
+        ("async", True, 1108.5, 0.011, 1.64),
+        ("sync", True, 487.3, 0.607, 0.00),
+    ],
+)
+def test_recorded_bench_e2e_profile_gives_the_pinned_figures(mode, latency, trained_per_hour, trainer_idle, lag_mean):
+    # The model's own figures on the profile recorded from runs/bench_e2e_s12b (seed 0, 300 steady steps); the
+    # arms measured 1,106 / 795 / 1,069 / 518 trained trajectories/h and trainer idle 0.00 / 0.38 / 0.00 / 0.66.
+    profile = override(
+        load_profile("cpu_smoke_e2e"),
+        **{"pipeline.mode": mode, "env.latency.enable": latency, "sim.train_steps": 1 + plan_check.PREDICTED_STEPS},
+    )
+    assert profile.trainer.rollout_contention == pytest.approx(0.204, abs=0.001)
+    prediction = predict(profile)
+    assert prediction.trained_trajs_per_hour == pytest.approx(trained_per_hour, rel=0.001)
+    assert prediction.trainer_idle_frac == pytest.approx(trainer_idle, abs=0.001)
+    assert prediction.policy_lag_mean == pytest.approx(lag_mean, abs=0.01)

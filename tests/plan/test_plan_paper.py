@@ -54,7 +54,7 @@ def test_moving_gpus_from_rollout_to_trainer_makes_rollout_the_bottleneck(gpu_pa
 @pytest.mark.xfail(
     strict=True,
     reason="known disagreement: with gpu_paper's a-priori costs the planner predicts 24 rollout / 40 trainer GPUs "
-    "FASTER than 48/16 (~92 s vs ~130 s per step): async throughput is bounded by the staleness admission "
+    "FASTER than 48/16 (~96 s vs ~131 s per step): async throughput is bounded by the staleness admission "
     "((eta+1) x 128 in flight, a group held until its slowest episode ends), which barely depends on the rollout "
     "GPU count, while the trainer gets 2.5x the GPUs. AsyncWebRL's recorded experience (issue #18) says 24/40 is "
     "slower. Strict: when the model starts reproducing it, this XPASSes and fails, and the marker must go.",

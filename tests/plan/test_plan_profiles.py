@@ -22,7 +22,7 @@ def _leaf_lines(path: Path) -> list[str]:
     return [line for line in lines if not line.rstrip().endswith(":")]  # section headers carry no value
 
 
-@pytest.mark.parametrize("name", ["gpu_paper", "cpu_laptop_learning"])
+@pytest.mark.parametrize("name", ["gpu_paper", "cpu_laptop_learning", "cpu_smoke_e2e"])
 def test_packaged_profile_loads_and_every_value_cites_its_source(name):
     path = PROFILE_DIR / f"{name}.yaml"
     load_profile(name)
