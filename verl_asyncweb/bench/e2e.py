@@ -99,8 +99,13 @@ def read_steps(run_dir: Path) -> dict[int, dict]:
     return steps
 
 
+def arm_run_dir(out_dir: Path, arm: str) -> Path:
+    """The run folder of ``arm`` (``async+latency`` -> ``OUT/async_latency``)."""
+    return out_dir / arm.replace("+", "_")
+
+
 def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: int) -> dict:
-    run_dir = out_dir / name.replace("+", "_")
+    run_dir = arm_run_dir(out_dir, name)
     command = [
         sys.executable,
         "-m",

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from verl_asyncweb.bench.e2e import arm_run_dir
 from verl_asyncweb.bench.profile import (
     DEFAULT_ENV_STEP_S,
     ENV_STEP_SOURCE,
@@ -92,7 +93,7 @@ def arm_dirs(e2e_dir: Path) -> dict[str, Path]:
     if not results_path.is_file():
         raise ValueError(f"{e2e_dir} has no results.json; is it a `python -m verl_asyncweb.bench e2e --out` folder?")
     arms = [result["arm"] for result in json.loads(results_path.read_text())]
-    return {arm: e2e_dir / arm.replace("+", "_") for arm in arms}
+    return {arm: arm_run_dir(e2e_dir, arm) for arm in arms}
 
 
 def profile_for_arm(costs: Profile, run_dir: Path, skip_steps: int) -> Profile:
