@@ -7,9 +7,35 @@ import signal
 import psutil
 
 
+def descendants(pid: int | None, matches) -> set[int]:
+    """Processes descended from ``pid`` (this process when ``None``) for which ``matches(process)`` holds; one
+    that exits while they are read (a renderer closing with its page) is left out instead of raising."""
+    found = set()
+    for process in psutil.Process(pid).children(recursive=True):
+        try:
+            if matches(process):
+                found.add(process.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie awaiting its parent counts as gone)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def chromium_under(pid: int | None = None) -> set[int]:
+    """Chromium processes descended from process ``pid`` (this test process when ``None``)."""
+    return descendants(pid, lambda process: "chrom" in process.name().lower())
+
+
 def our_chromium_pids() -> set[int]:
     """Chromium processes descended from this test process (never anyone else's)."""
-    return {p.pid for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()}
+    return chromium_under()
 
 
 async def kill_browser(pids: set[int], sessions) -> None:

@@ -2,9 +2,8 @@
 
 import asyncio
 
-import psutil
 import pytest
-from chromium_processes import kill_browser, our_chromium_pids
+from chromium_processes import descendants, gone, kill_browser, our_chromium_pids
 
 from verl_asyncweb.env import BrowserPool, load_tasks
 from verl_asyncweb.env.tasks.site_checks import run_oracle
@@ -44,8 +43,7 @@ async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succee
                 await run_oracle(pool, s, obs, site_task_spec(task).plan)
                 assert (await pool.evaluate(s, task)).success
         assert pool.stats()["relaunches"] == stats["relaunches"]
-    leaked = [p for p in our_chromium_pids() - shared_before if psutil.pid_exists(p)]
-    leaked = [p for p in leaked if psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    leaked = [p for p in our_chromium_pids() - shared_before if not gone(p)]
     assert not leaked, leaked
 
 
@@ -71,7 +69,7 @@ async def test_reset_on_dead_browser_relaunches_before_the_episode(make_config):
 
 
 def _our_playwright_drivers() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True) if "playwright" in " ".join(p.cmdline())}
+    return descendants(None, lambda process: "playwright" in " ".join(process.cmdline()))
 
 
 async def test_a_start_that_fails_half_way_leaves_no_browser_or_driver(make_config, monkeypatch):
@@ -90,6 +88,6 @@ async def test_a_start_that_fails_half_way_leaves_no_browser_or_driver(make_conf
             await pool.start()
         await pool.close()  # nothing started: a no-op
     await asyncio.sleep(0.5)
-    alive = [p for p in our_chromium_pids() - before_chromium if psutil.pid_exists(p)]
-    assert not [p for p in alive if psutil.Process(p).status() != psutil.STATUS_ZOMBIE], alive
+    alive = [p for p in our_chromium_pids() - before_chromium if not gone(p)]
+    assert not alive, alive
     assert not (_our_playwright_drivers() - before_drivers)

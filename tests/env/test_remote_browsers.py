@@ -14,7 +14,7 @@ import sys
 
 import psutil
 import pytest
-from chromium_processes import our_chromium_pids
+from chromium_processes import chromium_under, gone, our_chromium_pids
 from conftest import pool_config
 from test_hostile import hostile_task
 
@@ -39,14 +39,6 @@ def shop_task() -> Task:
     return next(t for t in load_tasks("sites") if t.task_id == "site/shop/add-p1")
 
 
-def gone(pid: int) -> bool:
-    """Whether ``pid`` has exited (a zombie awaiting its parent counts as gone)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 async def wait_until(predicate, timeout_s: float = 10.0) -> None:
     """Poll ``predicate`` until it holds (process exits and disconnects have no event to await here)."""
     for _ in range(int(timeout_s / 0.05)):
@@ -54,11 +46,6 @@ async def wait_until(predicate, timeout_s: float = 10.0) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"condition not reached within {timeout_s}s")
-
-
-def chromium_under(pid: int) -> set[int]:
-    """Chromium processes descended from process ``pid``."""
-    return {p.pid for p in psutil.Process(pid).children(recursive=True) if "chrom" in p.name().lower()}
 
 
 def closed_port() -> int:
