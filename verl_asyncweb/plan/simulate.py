@@ -144,13 +144,14 @@ class _Simulation:
         decode_s = self.rollout.decode_s_per_token * tokens
         replica.submit(self.now, self.rollout.prefill_s, decode_s, (episode, self.version))
         self._schedule_replica(index)
-        self._contention_changed()
 
     def _schedule_replica(self, index: int) -> None:
+        """After any change on replica ``index``: its next completion, and the trainer's speed if they share."""
         replica = self.replicas[index]
         finish_s = replica.next_finish_s(self.now)
         if finish_s is not None:
             self._at(finish_s, self._replica_event, index, replica.epoch)
+        self._contention_changed()
 
     def _replica_event(self, index: int, epoch: int) -> None:
         replica = self.replicas[index]
@@ -160,7 +161,6 @@ class _Simulation:
             self.replica_loads[index] -= 1
             self._step_done(episode, version)
         self._schedule_replica(index)
-        self._contention_changed()
 
     def _step_done(self, episode: _Episode, version: int) -> None:
         prompt_tokens = self.profile.workload.prompt_tokens_per_step
