@@ -47,7 +47,7 @@ class Replica:
         return not self._paused and self._admitted > 0
 
     def _decode_rate(self) -> float:
-        if self._paused or self._prefilling or not self._decoding:
+        if self._paused or not self._decoding:
             return 0.0
         return self._share / (1.0 + self.cost.concurrency_slowdown * (len(self._decoding) - 1))
 
@@ -76,7 +76,7 @@ class Replica:
             if head[0] <= 1e-12:
                 self._prefilling.popleft()
                 self._start_decoding(head[1], head[2])
-        rate = self._decode_rate()
+        rate = self._decode_rate()  # decoding gets only the time no prefill took (none while one waits)
         if elapsed > 0 and rate > 0:
             self._virtual += rate * elapsed
             self.busy_s += elapsed
