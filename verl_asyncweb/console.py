@@ -17,6 +17,7 @@ import shlex
 import shutil
 import sys
 import threading
+import time
 from logging.handlers import MemoryHandler
 from pathlib import Path
 
@@ -217,6 +218,8 @@ class StepReporter:
         self._thread: threading.Thread | None = None
         self._bar = None
         self._first_step = first_step
+        self.first_step_at: float | None = None
+        """``time.time()`` when the first step of this run was reported (to within ``POLL_S``)."""
 
     def start(self) -> StepReporter:
         from tqdm import tqdm
@@ -267,6 +270,8 @@ class StepReporter:
                 step, data = int(record["step"]), record["data"]
             except (ValueError, KeyError, TypeError):
                 continue
+            if self.first_step_at is None:
+                self.first_step_at = time.time()
             line = format_step(step, self.total_steps, data)
             logger.info(f"{self.label}: {line}" if self.label else line)
             if self._bar is not None:

@@ -4,6 +4,7 @@ import json
 import logging
 import shlex
 import sys
+import time
 import warnings
 
 import pytest
@@ -44,6 +45,7 @@ def test_reporter_reports_each_complete_line_once(tmp_path, caplog):
     metrics = tmp_path / "metrics.jsonl"
     reporter = StepReporter(metrics, total_steps=3)
     reporter.poll()  # no file yet: nothing, no error
+    assert reporter.first_step_at is None
     metrics.write_text(json.dumps({"step": 1, "data": STEP}) + "\n" + '{"step": 2, "da')  # step 2 half written
     with caplog.at_level(logging.INFO, logger="verl_asyncweb"):
         reporter.poll()
@@ -53,6 +55,8 @@ def test_reporter_reports_each_complete_line_once(tmp_path, caplog):
         reporter.poll()
     lines = [record.getMessage() for record in caplog.records]
     assert lines == [format_step(1, 3, STEP), "step 2/3 | step 2.0 s"]
+    # bench e2e's time to the first step: set by the first reported step, kept by later ones.
+    assert reporter.first_step_at is not None and reporter.first_step_at <= time.time()
 
 
 def test_summary_shows_first_and_last_success_throughput_folder_and_next_commands(tmp_path):

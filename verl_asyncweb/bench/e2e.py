@@ -37,44 +37,80 @@ TIMINGS = ("timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "ti
 
 
 class _MemorySampler(threading.Thread):
-    """Peak memory (MiB) of a job, sampled every ``interval_s``; both figures are cheap to read.
+    """Peak memory (MiB) of a job, sampled every ``interval_s``, and which processes hold it.
 
     ``peak_used_mib`` is the machine's used memory (total minus available) above what it was when sampling
     started: the job's footprint, shared pages counted once, on a machine without other big jobs.
     ``peak_rss_mib`` sums RSS over the process tree, counting every shared page once per process that maps it
     (an upper bound, far above the machine's memory for the dozens of processes of a job that import torch).
+    Every ``breakdown_every`` samples the process tree's PSS (shared pages split among the processes that map
+    them; slower to read) is taken per process; ``processes_at_peak`` is the breakdown with the largest sum.
     """
 
-    def __init__(self, pid: int, interval_s: float = 1.0) -> None:
+    def __init__(self, pid: int, interval_s: float = 1.0, breakdown_every: int = 10) -> None:
         super().__init__(daemon=True)
-        self.pid, self.interval_s = pid, interval_s
+        self.pid, self.interval_s, self.breakdown_every = pid, interval_s, breakdown_every
         self.peak_used_mib = self.peak_rss_mib = 0.0
+        self.processes_at_peak: list[dict] = []
+        self._peak_pss_mib = 0.0
         self._baseline = self._used()
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     @staticmethod
     def _used() -> int:
         memory = psutil.virtual_memory()
         return memory.total - memory.available
 
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
     def run(self) -> None:
-        while not self._stop.is_set():
+        samples = 0
+        while not self._done.is_set():
+            tree = self._tree()
             rss = 0
-            try:
-                root = psutil.Process(self.pid)
-                for process in [root, *root.children(recursive=True)]:
-                    try:
-                        rss += process.memory_info().rss
-                    except psutil.Error:
-                        pass  # exited between listing and reading
-            except psutil.Error:
-                pass
+            for process in tree:
+                try:
+                    rss += process.memory_info().rss
+                except psutil.Error:
+                    pass  # exited between listing and reading
             self.peak_rss_mib = max(self.peak_rss_mib, rss / 2**20)
             self.peak_used_mib = max(self.peak_used_mib, (self._used() - self._baseline) / 2**20)
-            self._stop.wait(self.interval_s)
+            if samples % self.breakdown_every == 0:
+                self._take_breakdown(tree)
+            samples += 1
+            self._done.wait(self.interval_s)
+
+    def _take_breakdown(self, tree: list[psutil.Process]) -> None:
+        processes = [entry for entry in map(process_memory, tree) if entry is not None]
+        total = sum(entry["pss_mib"] for entry in processes)
+        if total > self._peak_pss_mib:
+            self._peak_pss_mib = total
+            self.processes_at_peak = sorted(processes, key=lambda entry: -entry["pss_mib"])
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
+
+
+def process_memory(process: psutil.Process) -> dict | None:
+    """One process's PSS (MiB), its name (a Ray worker's is its actor class) and whether it loaded torch; ``None``
+    for a process that exited while it was read."""
+    try:
+        with process.oneshot():
+            name = " ".join(process.cmdline()[:1]) or process.name()
+            pss = process.memory_full_info().pss
+        maps = Path(f"/proc/{process.pid}/maps").read_text()
+    except (psutil.Error, OSError):
+        return None
+    if name.startswith("ray::"):
+        name = name.split()[0].split(".")[0]
+    else:
+        name = Path(name).name
+    return {"name": name, "pss_mib": round(pss / 2**20, 1), "torch": "libtorch_cpu" in maps}
 
 
 def run_sampled(command: list[str], log_path: Path, what: str) -> _MemorySampler:
@@ -117,7 +153,7 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
         *overrides,
     ]
     started = time.time()
-    with StepReporter(run_dir / "metrics.jsonl", total_steps=steps, label=name):
+    with StepReporter(run_dir / "metrics.jsonl", total_steps=steps, label=name) as reporter:
         sampler = run_sampled(command, out_dir / f"{run_dir.name}.log", f"arm {name}")
     data = read_steps(run_dir)
     later = [data[s] for s in sorted(data) if s > 1]
@@ -134,8 +170,10 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
         "rollout_idle_frac": statistics.median(d.get("asyncweb/rollout_idle_frac", 0.0) for d in later),
         **{key: statistics.median(d.get(key, 0.0) for d in later) for key in TIMINGS},
         "wall_s": time.time() - started,
+        "first_step_s": reporter.first_step_at - started if reporter.first_step_at else None,
         "peak_used_mib": sampler.peak_used_mib,
         "peak_rss_mib": sampler.peak_rss_mib,
+        "processes_at_peak": sampler.processes_at_peak,
     }
 
 
@@ -153,11 +191,16 @@ def _table(results: list[dict]) -> str:
             f"| {r['timing_s/update_weights']:.2f} |"
         )
     lines.append("")
-    lines.append("| arm | wall time s | peak memory used by the job MiB | peak RSS sum MiB |")
-    lines.append("| --- | ---: | ---: | ---: |")
+    lines.append("| arm | wall time s | first step s | peak memory used by the job MiB | peak RSS sum MiB |")
+    lines.append("| --- | ---: | ---: | ---: | ---: |")
     lines.extend(
-        f"| {r['arm']} | {r['wall_s']:.0f} | {r['peak_used_mib']:.0f} | {r['peak_rss_mib']:.0f} |" for r in results
+        f"| {r['arm']} | {r['wall_s']:.0f} | {_seconds(r['first_step_s'])} | {r['peak_used_mib']:.0f} "
+        f"| {r['peak_rss_mib']:.0f} |"
+        for r in results
     )
+    for r in results:
+        lines.append(f"\n{r['arm']}: processes at the largest PSS sum\n")
+        lines.append(_process_table(r["processes_at_peak"]))
     by_name = {r["arm"]: r for r in results}
     for suffix in ("", "+latency"):
         a, s = by_name.get(f"async{suffix}"), by_name.get(f"sync{suffix}")
@@ -168,6 +211,28 @@ def _table(results: list[dict]) -> str:
                 f"\nasync / sync{suffix or ' (no latency)'}: trained trajectories per hour {trained:.2f}x, "
                 f"finished trajectories per hour {finished:.2f}x"
             )
+    return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _process_table(processes: list[dict]) -> str:
+    """PSS per kind of process (a Ray worker's actor class, else the executable), largest first."""
+    kinds: dict[str, list[dict]] = {}
+    for entry in processes:
+        kinds.setdefault(entry["name"], []).append(entry)
+    rows = sorted(kinds.items(), key=lambda item: -sum(e["pss_mib"] for e in item[1]))
+    lines = ["| process | count | PSS MiB | with torch |", "| --- | ---: | ---: | ---: |"]
+    lines.extend(
+        f"| {name} | {len(group)} | {sum(e['pss_mib'] for e in group):.0f} | {sum(e['torch'] for e in group)} |"
+        for name, group in rows
+    )
+    lines.append(
+        f"| total | {len(processes)} | {sum(e['pss_mib'] for e in processes):.0f} | "
+        f"{sum(e['torch'] for e in processes)} |"
+    )
     return "\n".join(lines)
 
 
