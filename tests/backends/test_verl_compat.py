@@ -115,3 +115,18 @@ def test_a_micro_batch_without_images_runs_through_qwen2_vl(tiny_model_path):
     assert embeds.shape == (1, 4, model.config.text_config.hidden_size)
     embeds.sum().backward()
     assert any(p.grad is not None for p in model.model.visual.parameters()), "the vision tower stays in the graph"
+
+
+def test_the_empty_server_manager_starts_no_load_balancer():
+    # Without the workaround create_empty starts a GlobalRequestLoadBalancer actor (needs Ray); with it, none.
+    probe = (
+        "import os; os.environ['VERL_PLATFORM'] = 'cpu'; import verl;"
+        "from omegaconf import OmegaConf;"
+        "from verl.workers.rollout.llm_server import LLMServerManager as M;"
+        "rollout = {'name': 'hf', 'nnodes': 1, 'disaggregation': {'enabled': False}};"
+        "m = M.create_empty(config=OmegaConf.create({'actor_rollout_ref': {'model': {}, 'rollout': rollout}}));"
+        "print(m.global_load_balancer, m.get_replicas(), m.server_addresses)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "None [] []"

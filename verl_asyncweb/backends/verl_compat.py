@@ -11,6 +11,10 @@ CPU only:
   default backend string ``cpu:gloo,cpu:gloo`` torch rejects.
 - ``cpu_resource_check``: ``ResourcePoolManager._check_resource_available`` counts only GPU/NPU and raises on a
   CPU cluster.
+- ``empty_server_manager_balancer``: with ``hybrid_engine`` false the trainer builds an empty
+  ``LLMServerManager`` (``create_empty``) whose request load balancer routes nothing (rollout goes through the
+  standalone manager's own balancer) yet is a process that imports torch and verl: ~0.6 GiB of a laptop's memory
+  and a start-up import. The empty manager gets no balancer (``global_load_balancer`` is ``None``).
 
 Every platform:
 
@@ -93,6 +97,21 @@ def _patch_cpu_resource_check() -> None:
             )
 
     ResourcePoolManager._check_resource_available = check_cpu_resources
+
+
+def _patch_empty_server_manager_balancer() -> None:
+    from verl.utils.ray_utils import auto_await
+    from verl.workers.rollout.llm_server import LLMServerManager
+
+    @classmethod
+    @auto_await
+    async def create_empty(cls, *args, **kwargs):
+        instance = cls(*args, **kwargs)
+        instance.rollout_replicas, instance.server_handles, instance.server_addresses = [], [], []
+        instance.global_load_balancer = None
+        return instance
+
+    LLMServerManager.create_empty = create_empty
 
 
 class _FlushTolerantLogger(logging.LoggerAdapter):
@@ -183,6 +202,13 @@ WORKAROUNDS = (
         attribute="ResourcePoolManager._check_resource_available",
         expected_source='node_info.get("GPU", 0) if "GPU" in node_info else node_info.get("NPU", 0)',
         apply=_patch_cpu_resource_check,
+    ),
+    Workaround(
+        name="empty_server_manager_balancer",
+        module="verl.workers.rollout.llm_server",
+        attribute="LLMServerManager.create_empty",
+        expected_source="await instance._init_global_load_balancer()",
+        apply=_patch_empty_server_manager_balancer,
     ),
     Workaround(
         name="separate_async_logger",
