@@ -3,7 +3,6 @@
 import asyncio
 
 import pytest
-import ray
 import torch
 from transformers import AutoModelForImageTextToText, AutoTokenizer
 
@@ -33,33 +32,33 @@ def test_weight_sync_makes_server_logits_equal_trainer_logits(ray_cluster, tiny_
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
     prompt_ids = tokenizer.encode("Click the button labelled Submit and then answer with the page title.")
     trainer_model = AutoModelForImageTextToText.from_pretrained(tiny_model_path, dtype=torch.float32)
-    name = "asyncweb_test_weight_sync_server"
-    server = ray.remote(HFRolloutServer).options(name=name).remote(str(tiny_model_path), 8, 1024, 0)
-    try:
-        before = ray.get(server.next_token_logits.remote(prompt_ids), timeout=120)
-        _train_one_step(trainer_model, torch.tensor([prompt_ids]))
-        with torch.no_grad():
-            trainer_logits = trainer_model(input_ids=torch.tensor([prompt_ids])).logits[0, -1].float()
-        assert (trainer_logits - before).abs().max() > 1e-3, "the training step must change the logits"
+    # The adapter and the server share a process, as in the replica's HFRolloutWorker.
+    server = HFRolloutServer(str(tiny_model_path), 8, 1024, 0)
+    adapter = HFServerAdapter(config=None, model_config=None, replica_rank=0)
+    sender, receiver = RayObjectStoreCheckpointEngine(is_master=True), RayObjectStoreCheckpointEngine()
+    _connect(sender, receiver)
 
-        sender, receiver = RayObjectStoreCheckpointEngine(is_master=True), RayObjectStoreCheckpointEngine()
-        _connect(sender, receiver)
-        adapter = HFServerAdapter(config=None, model_config=None, replica_rank=0, server_name=name)
+    async def sync():
+        state = trainer_model.state_dict().items()
+        await asyncio.gather(
+            sender.send_weights(iter(state), global_steps=1),
+            adapter.update_weights(receiver.receive_weights(global_steps=1), global_steps=1),
+        )
 
-        async def sync():
-            state = trainer_model.state_dict().items()
-            await asyncio.gather(
-                sender.send_weights(iter(state), global_steps=1),
-                adapter.update_weights(receiver.receive_weights(global_steps=1), global_steps=1),
-            )
+    with pytest.raises(RuntimeError, match="before a server was attached"):
+        asyncio.run(adapter.update_weights(iter(trainer_model.state_dict().items()), global_steps=0))
+    adapter.attach(server)
+    before = asyncio.run(server.next_token_logits(prompt_ids))
+    _train_one_step(trainer_model, torch.tensor([prompt_ids]))
+    with torch.no_grad():
+        trainer_logits = trainer_model(input_ids=torch.tensor([prompt_ids])).logits[0, -1].float()
+    assert (trainer_logits - before).abs().max() > 1e-3, "the training step must change the logits"
 
-        asyncio.run(sync())
-        after = ray.get(server.next_token_logits.remote(prompt_ids), timeout=120)
-        torch.testing.assert_close(after, trainer_logits, atol=1e-5, rtol=0)
-        assert ray.get(server.get_weight_version.remote(), timeout=60) == 1
-        assert sender.last_sync_bytes == sum(t.numel() * t.element_size() for t in trainer_model.state_dict().values())
-    finally:
-        ray.kill(server)
+    asyncio.run(sync())
+    after = asyncio.run(server.next_token_logits(prompt_ids))
+    torch.testing.assert_close(after, trainer_logits, atol=1e-5, rtol=0)
+    assert asyncio.run(server.get_weight_version()) == 1
+    assert sender.last_sync_bytes == sum(t.numel() * t.element_size() for t in trainer_model.state_dict().values())
 
 
 def test_build_topology_requires_exactly_one_publisher():

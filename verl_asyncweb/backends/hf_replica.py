@@ -1,7 +1,10 @@
 """The ``hf`` rollout replica: verl's replica contract around :class:`~.hf_server.HFRolloutServer`.
 
-verl creates replicas by name from ``actor_rollout_ref.rollout.name``; this one launches one HF server actor per
-replica next to verl's checkpoint-engine worker, whose server adapter feeds synced weights into the server.
+verl creates replicas by name from ``actor_rollout_ref.rollout.name``. A vLLM replica is verl's checkpoint-engine
+worker next to a separate server process; an ``hf`` replica is one process, :class:`HFRolloutWorker`, that is both:
+verl's checkpoint-engine worker (it receives the synced weights) and the server (generation requests are its
+actor methods). The weights go from the checkpoint engine into the model in place, without a second trip through
+Ray's object store, and the replica costs one process that imports torch and verl instead of two.
 """
 
 import logging
@@ -10,6 +13,7 @@ from typing import Any
 
 import ray
 import torch
+from verl.checkpoint_engine.base import CheckpointEngineWorker
 from verl.single_controller.ray import RayClassWithInitArgs
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry
@@ -22,24 +26,18 @@ logger = logging.getLogger(__name__)
 REPLICA_NAME = "hf"
 
 
-def server_actor_name(replica_rank: int, name_suffix: str = "") -> str:
-    return f"asyncweb_hf_server_{replica_rank}{name_suffix}"
-
-
 class HFServerAdapter(BaseRollout):
-    """Lives in verl's checkpoint-engine worker; forwards each received state dict to the replica's server."""
+    """verl's server adapter of the checkpoint-engine worker: copies each received state dict into the server of
+    the same process (:meth:`attach`)."""
 
-    def __init__(self, config, model_config, replica_rank: int, server_name: str, **kwargs: Any) -> None:
+    def __init__(self, config, model_config, replica_rank: int, **kwargs: Any) -> None:
         super().__init__(config=config, model_config=model_config, device_mesh=None)
         self.replica_rank = replica_rank
         self.is_leader_rank = True
-        self.server_name = server_name
-        self._server = None
+        self._server: HFRolloutServer | None = None
 
-    def _server_handle(self):
-        if self._server is None:
-            self._server = ray.get_actor(self.server_name)
-        return self._server
+    def attach(self, server: HFRolloutServer) -> None:
+        self._server = server
 
     async def update_weights(
         self,
@@ -50,8 +48,10 @@ class HFServerAdapter(BaseRollout):
     ) -> None:
         if wire_format != "named_tensors":
             raise ValueError(f"the hf rollout server accepts wire_format 'named_tensors' only, got {wire_format!r}")
+        if self._server is None:
+            raise RuntimeError("the hf server adapter received weights before a server was attached to it")
         state_dict = {name: tensor async for name, tensor in ensure_async_iterator(weights)}
-        await self._server_handle().load_weights.remote(state_dict, global_steps)
+        await self._server.load_weights(state_dict, global_steps)
 
     async def resume(self, tags: list[str]) -> None:
         return None
@@ -60,25 +60,34 @@ class HFServerAdapter(BaseRollout):
         return None
 
 
+class HFRolloutWorker(CheckpointEngineWorker, HFRolloutServer):
+    """verl's checkpoint-engine worker that is also the replica's ``hf`` server (see the module docstring)."""
+
+    def __init__(self, rollout_config, model_config, server_adapter: HFServerAdapter, server_kwargs: dict) -> None:
+        HFRolloutServer.__init__(self, **server_kwargs)
+        CheckpointEngineWorker.__init__(self, rollout_config, model_config, server_adapter=server_adapter)
+        server_adapter.attach(self)
+
+
 class HFReplica(RolloutReplica):
     """One ``hf`` server per replica (``tensor_model_parallel_size`` must be 1 on CPU)."""
 
     def get_ray_class_with_init_args(self) -> RayClassWithInitArgs:
-        from verl.checkpoint_engine.base import CheckpointEngineWorker
-
         # verl builds the worker's server adapter from a private name table unless one is passed in; passing
         # ours keeps the plugin on public API.
-        adapter = HFServerAdapter(
-            config=self.config,
-            model_config=self.model_config,
-            replica_rank=self.replica_rank,
-            server_name=server_actor_name(self.replica_rank, self.name_suffix),
-        )
+        adapter = HFServerAdapter(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        max_model_len = self.config.max_model_len or (self.config.prompt_length + self.config.response_length)
         return RayClassWithInitArgs(
-            cls=ray.remote(CheckpointEngineWorker),
+            cls=ray.remote(HFRolloutWorker),
             rollout_config=self.config,
             model_config=self.model_config,
             server_adapter=adapter,
+            server_kwargs={
+                "model_path": _local_model_path(self.model_config),
+                "response_length": self.config.response_length,
+                "max_model_len": max_model_len,
+                "seed": self.replica_rank,
+            },
         )
 
     async def launch_servers(self) -> None:
@@ -87,31 +96,9 @@ class HFReplica(RolloutReplica):
                 "actor_rollout_ref.rollout.tensor_model_parallel_size * data_parallel_size * "
                 f"pipeline_model_parallel_size must be 1 for the hf rollout server, got {self.world_size}"
             )
-        name = server_actor_name(self.replica_rank, self.name_suffix)
-        node_id = await self.workers[0].__ray_call__.remote(lambda worker: ray.get_runtime_context().get_node_id())
-        prompt_length = self.config.prompt_length
-        max_model_len = self.config.max_model_len or (prompt_length + self.config.response_length)
-        server = (
-            ray.remote(HFRolloutServer)
-            .options(
-                name=name,
-                num_cpus=0,
-                max_concurrency=self.max_concurrency,
-                scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
-                    node_id=node_id, soft=False
-                ),
-            )
-            .remote(
-                model_path=_local_model_path(self.model_config),
-                response_length=self.config.response_length,
-                max_model_len=max_model_len,
-                seed=self.replica_rank,
-            )
-        )
-        await server.get_weight_version.remote()
-        self.servers = [server]
-        self._server_handle = server
-        self._server_address = f"hf://{name}"
+        self.servers = list(self.workers)
+        self._server_handle = self.workers[0]
+        self._server_address = f"hf://replica_{self.replica_rank}{self.name_suffix}"
         logger.info("hf rollout replica %d serving %s", self.replica_rank, _local_model_path(self.model_config))
 
 
