@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import re
 import shlex
 import shutil
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 LOG_DIR = "logs"
 DRIVER_LOG = "driver.log"
+NATIVE_STDERR_LOG = "driver-native-stderr.log"
+"""What native code (Ray's C++ core worker) writes to the driver's stderr while verl's task runner runs in it."""
 PACKAGE_LOGGER = "verl_asyncweb"
 LIBRARY_LOGGERS = ("verl", "ray")
 """Loggers that install their own console handlers; quiet mode points them at the run folder's log."""
@@ -75,6 +78,9 @@ class ConsoleLogging:
         self.buffer: MemoryHandler | None = None
         self.log_dir: Path | None = None
         self._console: logging.Handler | None = None
+        self.stream = sys.stderr
+        """Where the console's lines and progress bars go: the terminal, even while file descriptor 2 is sent to
+        the log (:meth:`output_to_log`)."""
         self._replaced: dict[str, tuple[list[logging.Handler], bool]] = {}
         self._root_level = logging.WARNING
 
@@ -87,7 +93,8 @@ class ConsoleLogging:
         self._root_level = root.level
         root.addHandler(self.buffer)
         root.setLevel(logging.INFO)
-        self._console = _TqdmHandler(sys.stderr)
+        self.stream = _terminal_stream()
+        self._console = _TqdmHandler(self.stream)
         self._console.setFormatter(logging.Formatter("%(message)s"))
         package = logging.getLogger(PACKAGE_LOGGER)
         package.addHandler(self._console)
@@ -120,6 +127,9 @@ class ConsoleLogging:
             logging.getLogger(name).handlers, logging.getLogger(name).propagate = handlers, propagate
         logging.captureWarnings(False)
         self.buffer = None
+        if self.stream is not sys.stderr:
+            self.stream.close()
+            self.stream = sys.stderr
 
     def attach(self, run_root: Path) -> Path:
         """Write the logs to ``run_root/logs/driver.log`` from now on (with what was buffered); returns the folder."""
@@ -132,6 +142,39 @@ class ConsoleLogging:
             self.buffer.flushLevel = logging.NOTSET
             self.buffer.flush()
         return self.log_dir
+
+    @contextlib.contextmanager
+    def output_to_log(self, name: str):
+        """Send what runs inside prints, and what handlers it binds to ``sys.stdout``/``sys.stderr`` write, to the
+        log file as records of logger ``name`` (a logger outside ``verl``, whose handler may be such a stream)."""
+        if self.verbose:
+            yield
+            return
+        writer = LogWriter(logging.getLogger(name))
+        try:
+            with contextlib.redirect_stdout(writer), contextlib.redirect_stderr(writer), self._native_stderr_to_log():
+                yield
+        finally:
+            writer.flush()
+
+    @contextlib.contextmanager
+    def _native_stderr_to_log(self):
+        """File descriptor 2 to ``logs/driver-native-stderr.log``: what Ray's C++ core worker prints about the
+        actors this process creates (a Ray actor's own stderr goes to Ray's log files). The console keeps
+        :attr:`stream`, a copy of the terminal's descriptor."""
+        if self.log_dir is None or self.stream is sys.stderr:
+            yield
+            return
+        sys.stderr.flush()
+        saved = os.dup(2)
+        log_fd = os.open(self.log_dir / NATIVE_STDERR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.dup2(log_fd, 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(log_fd)
 
     @contextlib.contextmanager
     def stderr_to_log(self, name: str):
@@ -201,6 +244,37 @@ def format_step(step: int, total: int | None, data: dict) -> str:
     return " | ".join(parts)
 
 
+def _terminal_stream():
+    """A stream on a copy of the process's stderr descriptor (``sys.stderr`` itself where it has none, as under a
+    test's capture)."""
+    try:
+        descriptor = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.stderr
+    return os.fdopen(os.dup(descriptor), "w", buffering=1, encoding="utf-8", errors="replace")
+
+
+class LogWriter:
+    """A file-like sink for libraries that ``print``: each line becomes a log record."""
+
+    def __init__(self, target: logging.Logger):
+        self.target = target
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            if line.strip():
+                self.target.info(line)
+        return len(text)
+
+    def flush(self) -> None:
+        """A line still without its newline (``pprint`` writes a line in pieces) is logged as it is."""
+        if self._partial.strip():
+            self.target.info(self._partial)
+        self._partial = ""
+
+
 class StepReporter:
     """Follows a metrics file (verl's file logger, one JSON line per step) and reports each new step.
 
@@ -209,8 +283,9 @@ class StepReporter:
     variant, a benchmark's arm). Also a context manager (start / stop).
     """
 
-    def __init__(self, metrics_path: Path, total_steps: int | None, first_step: int = 0, label: str = ""):
+    def __init__(self, metrics_path: Path, total_steps: int | None, first_step: int = 0, label: str = "", stream=None):
         self.metrics_path = metrics_path
+        self.stream = stream
         self.total_steps = total_steps
         self.label = label
         self._offset = 0
@@ -229,6 +304,7 @@ class StepReporter:
             initial=self._first_step,
             desc=self.label or "training",
             unit="step",
+            file=self.stream,
             disable=None,
             leave=False,
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_asyncweb.console import ConsoleLogging, StepReporter, format_summary, resume_argv, shell_command
+from verl_asyncweb.console import ConsoleLogging, LogWriter, StepReporter, format_summary, resume_argv, shell_command
 from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
     RECIPE_PATH_ENV,
@@ -34,8 +34,17 @@ MODEL_PATH_KEY = "actor_rollout_ref.model.path"
 REQUIRED_KEYS = (MODEL_PATH_KEY, "data.train_files", "data.val_files")
 # verl counts the weight versions a trajectory spans; derived from asyncweb.staleness (eta) as eta + 1.
 STALENESS_THRESHOLD_KEY = "trainer.v1.sampler.max_off_policy_threshold"
-STARTUP_CONCURRENCY_ENV = "RAY_worker_maximum_startup_concurrency"
-CPU_STARTUP_CONCURRENCY = 16
+CPU_CLUSTER_ENV = {
+    # ~8 worker processes start at once on 2 cores: the default limit (num_cpus) makes the raylet warn about "4x
+    # the maximum expected startup concurrency" on every run, although nothing is wrong.
+    "RAY_worker_maximum_startup_concurrency": "16",
+    # No idle worker processes waiting for tasks (Ray prestarts and keeps up to num_cpus, ~50 MiB each): a job's
+    # workers are its actors, started on demand.
+    "RAY_enable_worker_prestart": "0",
+    "RAY_prestart_worker_first_driver": "0",
+    "RAY_num_workers_soft_limit": "0",
+}
+"""Raylet settings of a local cluster the CPU platform starts (a variable already set is kept)."""
 NEW_CLUSTER_ONLY_KEYS = (
     "num_cpus",
     "num_gpus",
@@ -47,6 +56,10 @@ NEW_CLUSTER_ONLY_KEYS = (
     "_node_name",
 )
 """``ray.init`` arguments that size or name a new cluster; Ray raises on each when it connects to a running one."""
+WORKER_CODE_KEYS = frozenset(
+    {"pip", "uv", "conda", "py_executable", "container", "image_uri", "working_dir", "py_modules"}
+)
+"""``runtime_env`` keys that give Ray workers other packages or code than the driver's."""
 
 
 class SetupError(RuntimeError):
@@ -323,7 +336,9 @@ def worker_env(cfg: DictConfig, metrics_path: Path, run: RunFolder) -> dict[str,
     return env
 
 
-def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> None:
+def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> bool:
+    """Start (or join) the Ray cluster; returns :func:`workers_may_differ` (a local cluster's workers run this
+    interpreter with this process's packages otherwise)."""
     import ray
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
@@ -336,17 +351,27 @@ def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> 
     user_env = ray_init.pop("runtime_env", {}) or {}
     runtime_env["env_vars"].update(user_env.get("env_vars", {}))
     os.environ.update(env)
+    # What every worker gets, this process gets too: on the CPU platform verl's task runner runs here.
+    for name, value in runtime_env["env_vars"].items():
+        os.environ.setdefault(name, str(value))
     starts_local_cluster = _starts_local_cluster(ray_init)
     if not starts_local_cluster:
         ray_init = joining_ray_init(ray_init)
     if cfg.asyncweb.platform == "cpu" and starts_local_cluster:
-        # ~8 worker processes start at once on 2 cores: the default limit (num_cpus) makes the raylet warn about
-        # "4x the maximum expected startup concurrency" on every run, although nothing is wrong.
-        os.environ.setdefault(STARTUP_CONCURRENCY_ENV, str(CPU_STARTUP_CONCURRENCY))
+        for name, value in CPU_CLUSTER_ENV.items():
+            os.environ.setdefault(name, value)
     with console.stderr_to_log("ray"):
         ray.init(**{**console.ray_init_kwargs(), **ray_init}, runtime_env={**user_env, **runtime_env})
     console.quiet_libraries()
     console.link_ray_logs()
+    return workers_may_differ(starts_local_cluster, user_env)
+
+
+def workers_may_differ(starts_local_cluster: bool, user_runtime_env: dict) -> bool:
+    """Ray workers may import other code than this process: they run on a cluster this process joined, or the
+    recipe's ``ray_kwargs.ray_init.runtime_env`` installs packages or ships code."""
+    # verl's own ray_init.runtime_env holds `py_executable: null`: only keys with a value count.
+    return not starts_local_cluster or any(user_runtime_env.get(key) for key in WORKER_CODE_KEYS)
 
 
 def joining_ray_init(ray_init: dict) -> dict:
@@ -373,6 +398,23 @@ def _starts_local_cluster(ray_init: dict) -> bool:
     return not read_ray_address()
 
 
+def run_trainer_loop(cfg: DictConfig, console: ConsoleLogging, in_driver: bool) -> None:
+    """verl's TaskRunnerV1: set-up, then the trainer's ``fit`` until the last step.
+
+    verl runs it as a Ray actor (``run_ppo``); on one machine without GPUs (``in_driver``) it runs in this process
+    instead, which already imported torch and verl: a job of ~10 processes that each import them saves one (~0.6
+    GiB, and a start-up import on the critical path). Its prints and verl's console handler go to the log file.
+    """
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+    if not in_driver:
+        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+        return
+    with console.output_to_log("task_runner"):
+        # The class behind verl's @ray.remote (verl's own colocation reads the same attribute).
+        TaskRunnerV1.__ray_actor_class__().run(cfg)
+
+
 def run(argv: list[str], console: ConsoleLogging) -> dict:
     """Run one job; returns the summary written to the run folder."""
     started_at = time.time()
@@ -396,49 +438,37 @@ def run(argv: list[str], console: ConsoleLogging) -> dict:
     run_folder.write_config(cfg)
     logger.info("run folder %s (metrics: %s, logs: %s)", run_folder.root, metrics_path.name, console.log_dir)
 
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
     console.quiet_libraries()
-    with contextlib.redirect_stdout(_LogWriter(logging.getLogger("verl.utils.config"))):
+    with contextlib.redirect_stdout(LogWriter(logging.getLogger("verl.utils.config"))):
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    start_ray(cfg, worker_env(cfg, metrics_path, run_folder), console)
+    workers_may_differ = start_ray(cfg, worker_env(cfg, metrics_path, run_folder), console)
     try:
         if not cpu:
             check_gpus(cfg)
-        from verl_asyncweb.doctor import format_report, worker_registration_checks
+        if workers_may_differ:
+            # A worker with other packages would fail later, deep inside verl; a worker process importing verl
+            # to check takes ~10 s, so a local cluster (this interpreter, checked above) skips it.
+            from verl_asyncweb.doctor import format_report, worker_registration_checks
 
-        failed = [check for check in worker_registration_checks(cpu) if not check.ok]
-        if failed:
-            raise SetupError("registrations are missing inside Ray workers:\n" + format_report(failed))
+            failed = [check for check in worker_registration_checks(cpu) if not check.ok]
+            if failed:
+                raise SetupError("registrations are missing inside Ray workers:\n" + format_report(failed))
         logger.info("workers starting (the first step takes a minute or two on CPU)")
         done_steps = max(run_folder.read_metrics(), default=0)
-        reporter = StepReporter(metrics_path, cfg.trainer.total_training_steps, first_step=done_steps).start()
+        reporter = StepReporter(
+            metrics_path, cfg.trainer.total_training_steps, first_step=done_steps, stream=console.stream
+        ).start()
         try:
-            run_ppo(cfg, task_runner_class=TaskRunnerV1)
+            run_trainer_loop(cfg, console, in_driver=cpu)
         finally:
             reporter.stop()
     finally:
         console.keep_ray_logs()
     extra = {"recipe": asyncweb.recipe, "metrics_file": metrics_path.name, "run_dir": str(run_folder.root)}
     return run_folder.write_summary(started_at, extra)
-
-
-class _LogWriter:
-    """A file-like sink for libraries that ``print``: each line becomes a log record."""
-
-    def __init__(self, target: logging.Logger):
-        self.target = target
-
-    def write(self, text: str) -> int:
-        for line in text.splitlines():
-            if line.strip():
-                self.target.info(line)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
 
 
 def usage(recipe_dirs: list[str]) -> str:

@@ -309,7 +309,10 @@ def test_console_is_short_lines_and_a_summary_with_the_rest_in_the_run_folder(sy
     assert "UserWarning" in (logs / "driver.log").read_text(), "verl's import warnings are kept, off the console"
     (ray_logs,) = logs.glob("ray-session_*")
     assert ray_logs.is_dir() and not ray_logs.is_symlink()
-    assert any("step:2 -" in out.read_text() for out in ray_logs.glob("worker-*.out")), "verl's console logger"
+    # verl's task runner runs in the driver on the CPU platform: its metrics lines and what Ray's C++ core worker
+    # prints about the actors it creates are in the logs, not on the console.
+    assert "step:2 -" in (logs / "driver.log").read_text(), "verl's console logger"
+    assert (logs / "driver-native-stderr.log").exists()
 
 
 def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):

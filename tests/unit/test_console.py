@@ -3,6 +3,7 @@
 import json
 import logging
 import shlex
+import subprocess
 import sys
 import time
 import warnings
@@ -133,3 +134,36 @@ def test_verbose_flag_and_unknown_flags():
     assert not parse_argv(["recipe=cpu_smoke"]).verbose
     with pytest.raises(SetupError, match="-v"):
         parse_argv(["--quiet"])
+
+
+def test_output_to_log_turns_prints_into_whole_line_records(caplog):
+    console = ConsoleLogging(verbose=False)
+    with caplog.at_level(logging.INFO, logger="task_runner"), console.output_to_log("task_runner"):
+        print("{'a':", end="")  # pprint writes a line in pieces
+        print(" 1}")
+        sys.stderr.write("a handler bound to stderr\nno newline at the end")
+    assert [r.getMessage() for r in caplog.records if r.name == "task_runner"] == [
+        "{'a': 1}",
+        "a handler bound to stderr",
+        "no newline at the end",
+    ]
+
+
+def test_native_writes_to_stderr_go_to_the_log_while_the_console_keeps_the_terminal(tmp_path):
+    # A child process stands in for the driver: its stderr is a pipe (the terminal), and os.write(2, ...) is what
+    # Ray's C++ core worker does when the task runner creates an actor.
+    probe = (
+        "import logging, os, sys\n"
+        "from pathlib import Path\n"
+        "from verl_asyncweb.console import ConsoleLogging\n"
+        "console = ConsoleLogging(verbose=False); console.install(); console.attach(Path(sys.argv[1]))\n"
+        "with console.output_to_log('task_runner'):\n"
+        "    os.write(2, b'E core_worker.cc: native noise\\n')\n"
+        "    logging.getLogger('verl_asyncweb.main').info('a console line')\n"
+        "os.write(2, b'after\\n')\n"
+        "console.close()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == ["a console line", "after"]
+    assert (tmp_path / "logs" / "driver-native-stderr.log").read_text() == "E core_worker.cc: native noise\n"

@@ -7,7 +7,14 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from verl_asyncweb.main import SetupError, _starts_local_cluster, joining_ray_init, load_config, main
+from verl_asyncweb.main import (
+    SetupError,
+    _starts_local_cluster,
+    joining_ray_init,
+    load_config,
+    main,
+    workers_may_differ,
+)
 from verl_asyncweb.recipes_registry import RecipeError, available_recipes
 
 # What a user must supply to the GPU recipes (their `???` values).
@@ -190,6 +197,18 @@ def test_a_recipe_that_sizes_its_local_cluster_can_join_a_running_one(monkeypatc
     assert "left out: ray_kwargs.ray_init.num_cpus, ray_kwargs.ray_init.num_gpus" in caplog.text
     monkeypatch.delenv("RAY_ADDRESS")
     assert _starts_local_cluster({**ray_init, "address": "ray://10.0.0.2:10001"}) is False
+
+
+def test_workers_are_checked_for_registrations_only_where_they_may_import_other_code():
+    # A local cluster's workers run this interpreter: the in-worker check (~10 s of start-up) is skipped.
+    assert workers_may_differ(starts_local_cluster=True, user_runtime_env={"env_vars": {"A": "1"}}) is False
+    cfg, _ = load_config(["recipe=cpu_smoke"])
+    verl_default = OmegaConf.to_container(cfg.ray_kwargs.ray_init.runtime_env)
+    assert verl_default == {"py_executable": None}
+    assert workers_may_differ(starts_local_cluster=True, user_runtime_env=verl_default) is False
+    assert workers_may_differ(starts_local_cluster=False, user_runtime_env={}) is True
+    for key in ("pip", "conda", "working_dir", "py_modules", "py_executable"):
+        assert workers_may_differ(starts_local_cluster=True, user_runtime_env={key: "x"}) is True
 
 
 @pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync"])
