@@ -167,3 +167,11 @@ def test_native_writes_to_stderr_go_to_the_log_while_the_console_keeps_the_termi
     assert out.returncode == 0, out.stderr
     assert out.stderr.splitlines() == ["a console line", "after"]
     assert (tmp_path / "logs" / "driver-native-stderr.log").read_text() == "E core_worker.cc: native noise\n"
+
+
+def test_evaluate_help_answers_without_importing_verl():
+    out = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.evaluate", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.startswith("usage:")
+    assert out.stderr == "", out.stderr  # verl's import warnings came before the usage text

@@ -285,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="JSON output (default: PATH/eval_<seeds>_T<temperature>.json)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # After the arguments, so that --help and a usage error answer at once, without verl's import warnings.
+    # Importing verl loads this plugin (see verl_asyncweb.main).
+    import verl  # noqa: F401
+
     result = evaluate(args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature)
     out = Path(args.out or Path(args.path) / f"eval_{args.seeds}_T{args.temperature:g}.json")
     out.write_text(json.dumps(result, indent=1))
