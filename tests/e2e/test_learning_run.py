@@ -3,7 +3,8 @@
 The warm start (oracle demonstrations of MiniWoB++'s click-test, a few supervised steps of the tiny model) leaves
 the policy with mixed outcomes, so every step has a real learning signal. The run is synchronous (policy lag 0),
 so the rollout server's log-probs and the trainer's recomputation of them must agree after every update and
-weight sync. What RL did is read from the weights: the responses it rewarded became more likely.
+weight sync. What RL did is read from the weights: within each task group, the first actions it rewarded gained
+log-probability on the ones it did not.
 
 The trainer has two ranks (FSDP2 over gloo, two processes), as a GPU trainer pool has several: verl balances each
 batch across them, pads it with rows that must get no images (two task groups of four trajectories of one or two
@@ -76,34 +77,38 @@ def _digest(model_dir: Path) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(model_dir.glob("*.safetensors")))).hexdigest()
 
 
-def _rewarded_first_steps(run_dir: Path) -> list[dict]:
-    """The run's rewarded responses from weight version 0, each with the prompt it was sampled for (rebuilt by the
-    agent's own ``step_messages`` from the episode record: instruction, screenshot, element list)."""
+def _first_steps_by_group(run_dir: Path) -> dict[str, dict[bool, list[dict]]]:
+    """The first step of every episode played with weight version 0, by task group and outcome, each with the
+    prompt it was sampled for (rebuilt by the agent's own ``step_messages``: instruction, screenshot, element list;
+    the first step has no history)."""
     from types import SimpleNamespace
 
     from verl_asyncweb.agent.loop import EpisodeState, step_messages
     from verl_asyncweb.config.schema import AsyncWebConfig
 
     agent = AsyncWebConfig.from_config(OmegaConf.load(run_dir / "config.yaml").asyncweb).agent
-    samples = []
+    groups: dict[str, dict[bool, list[dict]]] = {}
     for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines():
         record = json.loads(line)
-        # One-step successes: the response that was rewarded is the action that solved the task.
-        if not record["success"] or len(record["steps"]) != 1 or record["steps"][0]["policy_version"] != 0:
+        step = record["steps"][0] if record["steps"] else None
+        if step is None or step["policy_version"] != 0 or record["env_failed"]:
             continue
-        step = record["steps"][0]
         state = EpisodeState(traj_id=record["traj_id"], instruction=record["instruction"])
         observation = SimpleNamespace(
             screenshot=f"screens/{step['screenshot_key']}.jpg", accessibility_text=step["elements"]
         )
         messages, images = step_messages(agent, state, observation)
-        samples.append({"messages": messages, "images": images, "response": step["response"]})
-    return samples
+        group = record["traj_id"].rsplit("-", 1)[0]  # traj_id is "{group uid}-{session}"
+        outcomes = groups.setdefault(group, {True: [], False: []})
+        outcomes[bool(record["success"])].append({"messages": messages, "images": images, "response": step["response"]})
+    return {group: outcomes for group, outcomes in groups.items() if outcomes[True] and outcomes[False]}
 
 
 @torch.no_grad()
-def _mean_response_logprob(model_dir: Path, samples: list[dict], image_dir: Path) -> float:
-    """Mean per-token log-prob of the given responses (with their end token) under a checkpoint."""
+def _rewarded_margin(model_dir: Path, groups: dict[str, dict[bool, list[dict]]], image_dir: Path) -> float:
+    """Sum over groups of (mean log-prob of the successful first actions - mean of the failed ones) under a
+    checkpoint. GRPO raises the first and lowers the second; their shared tokens (the tool-call template) cancel,
+    which a mean over the rewarded responses alone does not (it drifted either way over a few steps)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from verl_asyncweb.learning.warm_start import prompt_builder, response_nll, step_sample
@@ -111,11 +116,12 @@ def _mean_response_logprob(model_dir: Path, samples: list[dict], image_dir: Path
     processor = AutoProcessor.from_pretrained(model_dir)
     model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
     builder = prompt_builder(processor, "qwen2_5_vl")
-    total, count = 0.0, 0
-    for sample in samples:
-        nll, tokens = response_nll(model, step_sample(processor, builder, sample, image_dir))
-        total, count = total + float(nll), count + tokens
-    return -total / count
+
+    def mean_logprob(samples: list[dict]) -> float:
+        nll = [float(response_nll(model, step_sample(processor, builder, sample, image_dir))[0]) for sample in samples]
+        return -sum(nll) / len(nll)
+
+    return sum(mean_logprob(outcomes[True]) - mean_logprob(outcomes[False]) for outcomes in groups.values())
 
 
 def test_every_step_learns_from_a_real_signal_and_the_rollout_agrees_with_the_trainer(learning_run):
@@ -138,17 +144,17 @@ def test_two_trainer_ranks_save_sharded_checkpoints(learning_run):
     assert shards == [f"model_world_size_{TRAINER_RANKS}_rank_{rank}.pt" for rank in range(TRAINER_RANKS)]
 
 
-def test_the_update_changes_the_weights_and_makes_rewarded_responses_more_likely(learning_run):
+def test_the_update_changes_the_weights_and_favours_the_rewarded_actions(learning_run):
     run_dir, warm_start_dir, _ = learning_run
     step_one = run_dir / "global_step_1" / "actor" / "huggingface"
     last = run_dir / f"global_step_{STEPS}" / "actor" / "huggingface"
     assert _digest(step_one) != _digest(warm_start_dir), "weights after step 1 equal the warm start"
-    rewarded = _rewarded_first_steps(run_dir)
-    assert rewarded, "the warm start's first rollouts had successes"
-    before = _mean_response_logprob(warm_start_dir, rewarded, run_dir / "episodes")
-    after = _mean_response_logprob(last, rewarded, run_dir / "episodes")
-    # RL makes the responses it rewarded more likely; with the advantage sign flipped they become less likely. A
-    # skipped weight sync shows in the rollout/trainer log-prob agreement checked above.
+    groups = _first_steps_by_group(run_dir)
+    assert groups, "the warm start's first rollouts had groups with mixed outcomes"
+    before = _rewarded_margin(warm_start_dir, groups, run_dir / "episodes")
+    after = _rewarded_margin(last, groups, run_dir / "episodes")
+    # RL moves log-probability from the failed first actions to the successful ones; with the advantage sign
+    # flipped it moves it the other way. A skipped weight sync shows in the rollout/trainer agreement above.
     assert after > before, (before, after)
     record = json.loads((warm_start_dir / "warm_start.json").read_text())
     assert record["steps"] == WARM_START_STEPS
