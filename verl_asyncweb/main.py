@@ -444,11 +444,11 @@ def run(argv: list[str], console: ConsoleLogging) -> dict:
     console.quiet_libraries()
     with contextlib.redirect_stdout(LogWriter(logging.getLogger("verl.utils.config"))):
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    workers_may_differ = start_ray(cfg, worker_env(cfg, metrics_path, run_folder), console)
+    check_worker_registrations = start_ray(cfg, worker_env(cfg, metrics_path, run_folder), console)
     try:
         if not cpu:
             check_gpus(cfg)
-        if workers_may_differ:
+        if check_worker_registrations:
             # A worker with other packages would fail later, deep inside verl; a worker process importing verl
             # to check takes ~10 s, so a local cluster (this interpreter, checked above) skips it.
             from verl_asyncweb.doctor import format_report, worker_registration_checks
