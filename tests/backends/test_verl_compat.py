@@ -13,6 +13,13 @@ from verl.utils import tensordict_utils as tu
 from verl_asyncweb.backends.verl_compat import VERL_VERSION_WRITTEN_FOR, WORKAROUNDS, _originals, apply_workarounds
 
 
+def _probe(code: str) -> str:
+    """The last line a fresh Python process running ``code`` prints (it must exit cleanly)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
 def test_pinned_verl_is_the_version_the_workarounds_were_written_for():
     assert verl.__version__ == VERL_VERSION_WRITTEN_FOR
 
@@ -29,8 +36,7 @@ def test_workarounds_are_not_applied_without_the_cpu_platform():
         "from verl.single_controller.ray.base import ResourcePoolManager as R;"
         "print(R._check_resource_available.__module__)"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert out.stdout.strip().splitlines()[-1] == "verl.single_controller.ray.base"
+    assert _probe(probe) == "verl.single_controller.ray.base"
 
 
 def test_workarounds_are_applied_on_the_cpu_platform():
@@ -40,8 +46,7 @@ def test_workarounds_are_applied_on_the_cpu_platform():
         "import verl.workers.engine_workers as w;"
         "print(R._check_resource_available.__module__, w.initialize_global_process_group_ray.__module__)"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert out.stdout.strip().splitlines()[-1].split() == ["verl_asyncweb.backends.verl_compat"] * 2
+    assert _probe(probe).split() == ["verl_asyncweb.backends.verl_compat"] * 2
 
 
 def test_platform_wide_workarounds_are_applied_without_the_cpu_platform():
@@ -52,9 +57,7 @@ def test_platform_wide_workarounds_are_applied_without_the_cpu_platform():
         "logging.basicConfig(level=logging.INFO); s.logger.info('set-up', flush=True);"
         "print(type(s.logger).__name__, b.maybe_fix_3d_position_ids.__module__)"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1].split() == ["_FlushTolerantLogger", "verl_asyncweb.backends.verl_compat"]
+    assert _probe(probe).split() == ["_FlushTolerantLogger", "verl_asyncweb.backends.verl_compat"]
 
 
 def _position_ids_through_transfer_queue(lengths):
@@ -95,8 +98,7 @@ def test_the_cpu_platform_is_never_auto_detected():
         "from verl.plugin.platform.platform_manager import PlatformRegistry, get_platform;"
         "print(PlatformRegistry.get('cpu') is not None, type(get_platform()).__name__)"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    registered, selected = out.stdout.strip().splitlines()[-1].split()
+    registered, selected = _probe(probe).split()
     assert registered == "True" and selected != "PlatformCPU"
 
 
@@ -127,6 +129,4 @@ def test_the_empty_server_manager_starts_no_load_balancer():
         "m = M.create_empty(config=OmegaConf.create({'actor_rollout_ref': {'model': {}, 'rollout': rollout}}));"
         "print(m.global_load_balancer, m.get_replicas(), m.server_addresses)"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "None [] []"
+    assert _probe(probe) == "None [] []"
