@@ -5,7 +5,6 @@ paper's throughput is never an input. The band is loose on purpose: the point is
 from documented inputs and lands in the right range, and the test states the error.
 """
 
-import pytest
 from conftest import override, predict
 
 PAPER_SYNC_TRAJS_PER_HOUR = 1300  # REFERENCE.md "Throughput": WebGym sync, Qwen3-VL-8B-Instruct
@@ -51,13 +50,11 @@ def test_moving_gpus_from_rollout_to_trainer_makes_rollout_the_bottleneck(gpu_pa
     assert paper.rollout_idle_frac > middle.rollout_idle_frac > few.rollout_idle_frac
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known disagreement: with gpu_paper's a-priori costs the planner predicts 24 rollout / 40 trainer GPUs "
-    "FASTER than 48/16 (~96 s vs ~131 s per step): async throughput is bounded by the staleness admission "
-    "((eta+1) x 128 in flight, a group held until its slowest episode ends), which barely depends on the rollout "
-    "GPU count, while the trainer gets 2.5x the GPUs. AsyncWebRL's recorded experience (issue #18) says 24/40 is "
-    "slower. Strict: when the model starts reproducing it, this XPASSes and fails, and the marker must go.",
-)
-def test_gpu_split_24_rollout_40_trainer_gives_slower_steps_than_48_16(gpu_paper):
-    assert _split(gpu_paper, 24, 40).step_s > _split(gpu_paper, 48, 16).step_s
+def test_with_a_priori_costs_rollout_is_over_provisioned_and_24_40_is_faster_than_48_16(gpu_paper):
+    # gpu_paper's bandwidth-based generation cost is 21x below what AsyncWebRL's recorded run implies
+    # (gpu_recorded): with it, rollout idles half the time at 48/16 and the staleness admission, not the rollout
+    # GPUs, caps throughput, so GPUs moved to the trainer help. tests/plan/test_plan_recorded.py shows the recorded
+    # direction (fewer rollout GPUs, slower) once the generation cost is fitted to the recorded step times.
+    paper, few = _split(gpu_paper, 48, 16), _split(gpu_paper, 24, 40)
+    assert paper.rollout_idle_frac > 0.4
+    assert few.step_s < paper.step_s

@@ -2,6 +2,7 @@
 
 import math
 import random
+from collections import deque
 
 import pytest
 from conftest import override, predict
@@ -160,6 +161,19 @@ def test_prefills_take_the_replica_one_at_a_time_and_stall_decoding():
     assert replica.pop_finished(4.0) == ["a"]
     assert replica.pop_finished(4.5) == ["b"]
     assert replica.busy_s == pytest.approx(4.5)
+
+
+def test_work_left_below_the_clock_resolution_still_finishes():
+    # gpu_recorded at gpu_split=24:40 once hung here: 1.5e-12 s of prefill left at t = 17,872 s is below the
+    # resolution of the clock (3.6e-12 s), so the next event was scheduled at "now" for ever.
+    now = 17872.258582924587
+    replica = Replica(_cost(0.0, concurrency=8, prefill_s=1.0))
+    replica.submit(now, 1.0, 2.0, "r")
+    replica._prefilling[0][0] = 1.5e-12  # what a prefill's remainder came to after floating-point advances
+    finish_s = replica.next_finish_s(now)
+    assert finish_s > now
+    assert replica.pop_finished(finish_s) == []  # the prefill is done, decoding starts
+    assert replica._prefilling == deque() and replica.next_finish_s(finish_s) == pytest.approx(now + 2.0)
 
 
 def test_a_replica_sharing_compute_with_the_trainer_slows_while_it_computes():

@@ -20,7 +20,7 @@ from verl_asyncweb.plan.prediction import format_prediction
 from verl_asyncweb.plan.profile import MODES
 from verl_asyncweb.plan.profile_file import load_profile, resolve_profile_path
 from verl_asyncweb.plan.simulate import simulate
-from verl_asyncweb.plan.sweep import format_sweep_table, parse_sweep, plot_sweep, run_sweep
+from verl_asyncweb.plan.sweep import format_recommendation, format_sweep_table, parse_sweep, plot_sweep, run_sweep
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,9 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--profile", required=True, help="a profile file, or a packaged one: gpu_paper, ...")
+    parser.add_argument(
+        "--profile", required=True, help="a profile file, or a packaged one: gpu_paper, gpu_recorded, ..."
+    )
     parser.add_argument("--mode", choices=MODES, help="override pipeline.mode")
     parser.add_argument(
         "--sweep",
@@ -71,6 +73,7 @@ def main(argv: list[str]) -> int:
         return 0
     print(f"{label}\n  profile file: {path}\n")
     print(format_sweep_table(axes, points))
+    print(f"\n{format_recommendation(axes, points)}")
     if args.plot:
         plot_sweep(axes, points, args.plot, label)
         logger.info("wrote %s", args.plot)

@@ -28,6 +28,8 @@ class Prediction:
         stale_drop_frac: Fraction of finished trajectories dropped as staler than eta.
         group_discard_frac: Fraction of finished groups discarded by dynamic sampling (all rewards equal).
         episode_s: Mean wall time of a finished episode.
+        first_batch_s: Seconds from an empty pipeline until the trainer takes its first batch: the first step's
+            rollout, a start-up figure (not in the steady-state window).
         measured_steps: Training steps behind these figures.
     """
 
@@ -43,6 +45,7 @@ class Prediction:
     stale_drop_frac: float
     group_discard_frac: float
     episode_s: float
+    first_batch_s: float
     measured_steps: int
 
     @property
@@ -68,6 +71,7 @@ def format_prediction(prediction: Prediction, title: str) -> str:
         ("dropped as too stale", f"{prediction.stale_drop_frac:.3f}"),
         ("groups discarded (dynamic sampling)", f"{prediction.group_discard_frac:.3f}"),
         ("mean episode s", f"{prediction.episode_s:.1f}"),
+        ("first step's rollout s", f"{prediction.first_batch_s:.1f}"),
         ("measured training steps", str(prediction.measured_steps)),
     ]
     width = max(len(name) for name, _ in rows)

@@ -13,6 +13,7 @@ the trainer computes (:meth:`set_share`).
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from typing import Any
 
@@ -115,8 +116,11 @@ class Replica:
         if self._paused:
             return None
         if self._prefilling:
-            return now + self._prefilling[0][0] / self._share
-        rate = self._decode_rate()
-        if rate == 0.0:
-            return None
-        return now + max(self._decoding[0][0] - self._virtual, 0.0) / rate
+            finish_s = now + self._prefilling[0][0] / self._share
+        else:
+            rate = self._decode_rate()
+            if rate == 0.0:
+                return None
+            finish_s = now + max(self._decoding[0][0] - self._virtual, 0.0) / rate
+        # Work left below the clock's resolution at ``now`` would schedule the event at ``now`` for ever.
+        return max(finish_s, math.nextafter(now, math.inf))

@@ -94,6 +94,7 @@ class _Simulation:
         self.steps_done = 0
         self.window: _Window | None = None
         self.update_busy_start_s = 0.0
+        self.first_batch_s: float | None = None  # when the trainer first took a batch: the first step's rollout
 
     # ------------------------------------------------------------------ event plumbing
 
@@ -209,6 +210,8 @@ class _Simulation:
         if len(self.buffer) < self.shape.groups_per_batch:
             return
         batch = [self.buffer.popleft() for _ in range(self.shape.groups_per_batch)]
+        if self.first_batch_s is None:
+            self.first_batch_s = self.now
         tokens = sum(t for group in batch for _, t in group.samples)
         per_token_s = self.trainer.recompute_gpu_s_per_token + self.trainer.update_gpu_s_per_token
         train_s = self.trainer.overhead_s + per_token_s * tokens / self.trainer.gpus
@@ -319,6 +322,7 @@ def simulate(profile: Profile) -> Prediction:
         stale_drop_frac=window.dropped_groups * shape.group_size / max(window.finished_trajs, 1),
         group_discard_frac=window.discarded_groups / max(window.finished_groups, 1),
         episode_s=window.episode_s_sum / max(window.finished_trajs, 1),
+        first_batch_s=simulation.first_batch_s,
         measured_steps=window.trained_steps,
     )
     logger.debug("simulated %s: %s", profile.name, prediction)

@@ -55,6 +55,7 @@ COLUMNS = (
     ("trained traj/h", lambda p: f"{p.trained_trajs_per_hour:,.0f}"),
     ("finished traj/h", lambda p: f"{p.finished_trajs_per_hour:,.0f}"),
     ("step s", lambda p: f"{p.step_s:.1f}"),
+    ("first step's rollout s", lambda p: f"{p.first_batch_s:.0f}"),
     ("trainer idle", lambda p: f"{p.trainer_idle_frac:.2f}"),
     ("rollout idle", lambda p: f"{p.rollout_idle_frac:.2f}"),
     ("lag mean", lambda p: f"{p.policy_lag_mean:.2f}"),
@@ -71,6 +72,22 @@ def format_sweep_table(axes: list[SweepAxis], points: list[SweepPoint]) -> str:
         cells = [*point.values, *(fmt(point.prediction) for _, fmt in COLUMNS)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def best_point(points: list[SweepPoint]) -> SweepPoint:
+    """The grid point with the most trained trajectories per hour (the first of equals)."""
+    return max(points, key=lambda point: point.prediction.trained_trajs_per_hour)
+
+
+def format_recommendation(axes: list[SweepAxis], points: list[SweepPoint]) -> str:
+    """One line naming the grid point with the highest trained throughput."""
+    best = best_point(points)
+    where = " ".join(f"{axis.key}={value}" for axis, value in zip(axes, best.values, strict=True))
+    figures = best.prediction
+    return (
+        f"highest trained throughput: {where} ({figures.trained_trajs_per_hour:,.0f} trajectories/h, "
+        f"{figures.step_s:.0f} s per step, policy lag mean {figures.policy_lag_mean:.2f})"
+    )
 
 
 def plot_sweep(axes: list[SweepAxis], points: list[SweepPoint], path: Path, title: str) -> None:
