@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from verl_asyncweb.console import StepReporter
+from verl_asyncweb.run_folder import RunFolder
 
 ARMS = {
     "async": ["asyncweb.rollout_mode=async"],
@@ -126,15 +127,6 @@ def run_sampled(command: list[str], log_path: Path, what: str) -> _MemorySampler
     return sampler
 
 
-def read_steps(run_dir: Path) -> dict[int, dict]:
-    steps: dict[int, dict] = {}
-    for path in sorted(run_dir.glob("metrics*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            steps[record["step"]] = record["data"]
-    return steps
-
-
 def arm_run_dir(out_dir: Path, arm: str) -> Path:
     """The run folder of ``arm`` (``async+latency`` -> ``OUT/async_latency``)."""
     return out_dir / arm.replace("+", "_")
@@ -155,7 +147,7 @@ def run_arm(name: str, overrides: list[str], out_dir: Path, recipe: str, steps: 
     started = time.time()
     with StepReporter(run_dir / "metrics.jsonl", total_steps=steps, label=name) as reporter:
         sampler = run_sampled(command, out_dir / f"{run_dir.name}.log", f"arm {name}")
-    data = read_steps(run_dir)
+    data = RunFolder(run_dir).read_metrics()
     later = [data[s] for s in sorted(data) if s > 1]
     window_s = data[max(data)]["asyncweb/wall_s"] - data[1]["asyncweb/wall_s"]
     finished = sum(d.get("asyncweb/trajectories", 0) for d in later)

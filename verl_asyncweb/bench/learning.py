@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verl_asyncweb.bench.e2e import read_steps, run_sampled
+from verl_asyncweb.bench.e2e import run_sampled
+from verl_asyncweb.run_folder import RunFolder
 
 ARMS = {
     "rl": [],
@@ -77,7 +78,7 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int,
         ]
         sampler = run_sampled(command, out / f"{name}.log", f"arm {name}")
         (run_dir / "bench_memory.json").write_text(json.dumps({"peak_used_mib": sampler.peak_used_mib}))
-    data = read_steps(run_dir)
+    data = RunFolder(run_dir).read_metrics()
     wall = data[max(data)]["asyncweb/wall_s"]
     trajectories = sum(d.get("asyncweb/trained_trajectories", 0) for d in data.values())
     return {

@@ -26,7 +26,6 @@ from typing import Any
 
 import yaml
 
-from verl_asyncweb.bench.e2e import read_steps
 from verl_asyncweb.plan.profile import (
     EnvCost,
     LatencySpec,
@@ -39,6 +38,7 @@ from verl_asyncweb.plan.profile import (
 )
 from verl_asyncweb.plan.profile_file import dump_profile
 from verl_asyncweb.plan.workload import expected_discard_prob
+from verl_asyncweb.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class RunSteps:
 
 
 def used_steps(run_dir: Path, skip_steps: int) -> RunSteps:
-    steps = read_steps(run_dir)
+    steps = RunFolder(run_dir).read_metrics()
     ordered = sorted(steps)
     if len(ordered) <= skip_steps:
         raise ValueError(f"{run_dir} has {len(ordered)} logged steps; --skip-steps {skip_steps} leaves none")
