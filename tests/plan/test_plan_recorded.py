@@ -24,7 +24,7 @@ def recorded():
 
 
 def _early(recorded, split: str):
-    """The split experiment's shape; two simulated steps are enough for the first step's figures."""
+    """The split experiment's shape, over three simulated steps (enough for the first step's figures)."""
     return predict(
         override(
             recorded,
@@ -54,5 +54,9 @@ def test_fewer_rollout_gpus_make_the_first_step_rollout_slower_as_recorded(recor
     # direction but not the size: it admits (eta + 1) x 15 groups = 360 trajectories at the first step (15 per
     # server), where the recorded servers ran ~45 concurrent requests each, so its servers never queue.
     forty, twenty_four = _early(recorded, "40:24").first_batch_s, _early(recorded, "24:40").first_batch_s
-    print(f"gpu_recorded first step's rollout: 40 rollout GPUs {forty / 60:.1f} min, 24: {twenty_four / 60:.1f} min")
+    recorded_change = FIRST_ROLLOUT_24_ROLLOUT_GPUS_S / FIRST_ROLLOUT_40_ROLLOUT_GPUS_S - 1
+    print(
+        f"gpu_recorded first step's rollout: 40 rollout GPUs {forty / 60:.1f} min, 24: {twenty_four / 60:.1f} min "
+        f"({twenty_four / forty - 1:+.1%}; recorded {recorded_change:+.0%})"
+    )
     assert twenty_four > forty * 1.03
