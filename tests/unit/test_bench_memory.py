@@ -1,10 +1,11 @@
-"""``bench e2e``'s memory sampler: the peak of a real process tree, and which processes hold it."""
+"""``bench e2e``'s job sampler: the memory peak of a real process tree, which processes hold it, and their CPU time."""
 
 import subprocess
 import sys
 import textwrap
+import time
 
-from verl_asyncweb.bench.e2e import _MemorySampler, _process_table
+from verl_asyncweb.bench.e2e import _cpu_table, _JobSampler, _process_table
 
 # A parent that imports torch and starts a child holding ~200 MiB of its own pages; both wait to be killed.
 TREE = textwrap.dedent(
@@ -16,13 +17,22 @@ TREE = textwrap.dedent(
     time.sleep(60)
     """
 )
+# A parent that idles and a child that computes until killed.
+SPINNING_CHILD = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
 
 
 def test_sampler_finds_the_peak_and_the_processes_that_hold_it():
     parent = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout.readline().strip() == "ready"
-        sampler = _MemorySampler(parent.pid, interval_s=0.2, breakdown_every=1)
+        sampler = _JobSampler(parent.pid, interval_s=0.2, breakdown_every=1)
         sampler.start()
         sampler.join(timeout=3)  # a few samples while the tree lives
         sampler.stop()
@@ -51,4 +61,39 @@ def test_process_table_groups_by_name_largest_first():
         "| ray::Worker | 2 | 700 | 2 |",
         "| ray::Small | 1 | 10 | 0 |",
         "| total | 3 | 710 | 2 |",
+    ]
+
+
+def test_sampler_reads_cpu_time_per_process_as_of_a_moment():
+    parent = subprocess.Popen([sys.executable, "-c", SPINNING_CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        sampler = _JobSampler(parent.pid, interval_s=0.2, breakdown_every=100)
+        sampler.start()
+        time.sleep(1.5)
+        midway = time.time()
+        time.sleep(1.5)
+        sampler.stop()
+        sampler.join()
+    finally:
+        subprocess.run(["pkill", "-P", str(parent.pid)], check=False)
+        parent.kill()
+        parent.wait()
+    before, after = sampler.cpu_until(midway), sampler.cpu_until(time.time())
+    assert [entry["name"] for entry in after] == ["python", "python"]  # the spinning child first
+    assert 0.5 < before[0]["cpu_s"] < after[0]["cpu_s"]
+    assert after[0]["cpu_s"] > 5 * after[1]["cpu_s"]  # the idle parent used little
+    assert sampler.cpu_until(0.0) == []
+
+
+def test_cpu_table_groups_by_name_largest_first():
+    processes = [
+        {"name": "ray::Small", "cpu_s": 1.0},
+        {"name": "ray::Worker", "cpu_s": 20.0},
+        {"name": "ray::Worker", "cpu_s": 10.5},
+    ]
+    assert _cpu_table(processes).splitlines()[2:] == [
+        "| ray::Worker | 2 | 30.5 |",
+        "| ray::Small | 1 | 1.0 |",
+        "| total | 3 | 31.5 |",
     ]
