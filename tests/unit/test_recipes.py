@@ -7,6 +7,7 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
+from verl_asyncweb.bench.learning import ARMS as LEARNING_ARMS
 from verl_asyncweb.main import (
     SetupError,
     _starts_local_cluster,
@@ -279,3 +280,18 @@ def test_a_mini_batch_that_does_not_split_over_the_trainer_ranks_is_refused():
     with pytest.raises(SetupError, match="= 3 trajectories per mini-batch must be divisible by the 2 data-parallel"):
         load_config([*two_ranks, "actor_rollout_ref.rollout.n=3"])
     load_config([*two_ranks, "actor_rollout_ref.rollout.n=4"])
+
+
+@pytest.mark.parametrize("arm", sorted(LEARNING_ARMS))
+def test_every_learning_bench_arm_composes_with_laptop_learning(arm):
+    cfg, asyncweb = load_config(["recipe=laptop_learning", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS[arm]])
+    loss, bypass = cfg.actor_rollout_ref.actor.policy_loss.loss_mode, cfg.algorithm.rollout_correction.bypass_mode
+    # vanilla is the no-decoupling baseline: verl's PPO ratio against pi_behave (the rollout's log-probs).
+    assert (asyncweb.algo.loss_mode, loss, bypass) == (
+        ("vanilla", "vanilla", True) if arm == "vanilla" else ("decoupled_ppo", "decoupled_ppo", False)
+    )
+
+
+def test_vanilla_loss_without_verls_bypass_mode_is_refused_naming_the_key():
+    with pytest.raises(SetupError, match="algorithm.rollout_correction.bypass_mode must be True"):
+        load_config(["asyncweb.algo.loss_mode=vanilla"])

@@ -22,6 +22,7 @@ from verl.workers.config import PolicyLossConfig
 STEP_NORMS: tuple[str, ...] = ("traj", "const", "none")
 CAP_MODES: tuple[str, ...] = ("drop", "clip")
 ESTIMATORS: tuple[str, ...] = ("multistep_grpo", "multistep_reinforce", "raftpp")
+LOSS_MODES: tuple[str, ...] = ("decoupled_ppo", "vanilla")
 
 
 def _one_of(key: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -59,6 +60,11 @@ class AsyncWebAlgoConfig(BaseConfig):
         negate_advantage: A control, never a training setting: every advantage's sign is flipped, so updates
             push away from rewarded behaviour. A run with it must not improve; if it does, the gain did not
             come from the RL signal.
+        loss_mode: ``decoupled_ppo`` (the PPO ratio against pi_prox, recomputed by the trainer, times the behaviour
+            weight pi_prox/pi_behave) or ``vanilla``, the baseline without decoupling: verl's ``vanilla`` PPO loss
+            with the ratio taken against pi_behave itself (verl's ``rollout_correction.bypass_mode``: the old
+            log-probs are the rollout's, no pi_prox pass, no behaviour weights). Recipes interpolate
+            ``policy_loss.loss_mode`` from it; ``vanilla`` also needs ``bypass_mode: true``.
     """
 
     estimator: str = "multistep_grpo"
@@ -71,9 +77,11 @@ class AsyncWebAlgoConfig(BaseConfig):
     dynamic_sampling: bool = True
     success_threshold: float = 0.0
     negate_advantage: bool = False
+    loss_mode: str = "decoupled_ppo"
 
     def __post_init__(self):
         _one_of("asyncweb.algo.estimator", self.estimator, ESTIMATORS)
+        _one_of("asyncweb.algo.loss_mode", self.loss_mode, LOSS_MODES)
         _one_of("asyncweb.algo.step_norm", self.step_norm, STEP_NORMS)
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k <= 0:
             raise ValueError(f"asyncweb.algo.k must be an integer > 0, got {self.k!r}")

@@ -21,7 +21,8 @@ UNTRUNCATED_IS_THRESHOLD = 1.0e9
 
 
 def required_verl_overrides(algo: AsyncWebAlgoConfig | Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Dotted verl keys and the values a recipe must set for ``decoupled_ppo`` and our estimators.
+    """Dotted verl keys and the values a recipe must set for the loss (``decoupled_ppo`` or the ``vanilla``
+    baseline) and our estimators.
 
     Args:
         algo: The ``asyncweb.algo`` config; ``None`` uses its defaults.
@@ -33,13 +34,14 @@ def required_verl_overrides(algo: AsyncWebAlgoConfig | Mapping[str, Any] | None 
     algo = AsyncWebAlgoConfig.from_dict(algo)
     keys: dict[str, Any] = {
         "trainer.use_v1": True,
-        "actor_rollout_ref.actor.policy_loss.loss_mode": "decoupled_ppo",
+        "actor_rollout_ref.actor.policy_loss.loss_mode": algo.loss_mode,
         "actor_rollout_ref.actor.policy_loss._target_": POLICY_LOSS_TARGET,
         "actor_rollout_ref.actor.policy_loss.behav_cap": algo.behav_cap,
         "actor_rollout_ref.actor.policy_loss.behav_cap_mode": algo.behav_cap_mode,
         "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
         "actor_rollout_ref.rollout.calculate_log_probs": True,
-        "algorithm.rollout_correction.bypass_mode": False,
+        # vanilla: the old log-probs are the rollout's (the ratio is against pi_behave, no pi_prox pass).
+        "algorithm.rollout_correction.bypass_mode": algo.loss_mode == "vanilla",
         "algorithm.rollout_correction.rollout_is": "token",
         "algorithm.rollout_correction.rollout_is_threshold": UNTRUNCATED_IS_THRESHOLD,
         "algorithm.rollout_correction.rollout_is_batch_normalize": False,

@@ -30,7 +30,7 @@ ARMS = {
     "rl": [],
     "control": ["asyncweb.algo.negate_advantage=true"],
     "traj": ["asyncweb.algo.step_norm=traj"],
-    "vanilla": ["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"],
+    "vanilla": ["asyncweb.algo.loss_mode=vanilla", "algorithm.rollout_correction.bypass_mode=true"],
     "sync": ["asyncweb.rollout_mode=sync"],
     "raftpp": ["asyncweb.algo.estimator=raftpp", "algorithm.adv_estimator=raftpp"],
 }
