@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 from verl_asyncweb.bench.e2e import _cpu_table, _JobSampler, _process_table
 
@@ -80,7 +81,8 @@ def test_sampler_reads_cpu_time_per_process_as_of_a_moment():
         parent.kill()
         parent.wait()
     before, after = sampler.cpu_until(midway), sampler.cpu_until(time.time())
-    assert [entry["name"] for entry in after] == ["python", "python"]  # the spinning child first
+    interpreter = Path(sys.executable).name  # "python" or "python3", as the machine names it
+    assert [entry["name"] for entry in after] == [interpreter, interpreter]  # the spinning child first
     assert 0.5 < before[0]["cpu_s"] < after[0]["cpu_s"]
     assert after[0]["cpu_s"] > 5 * after[1]["cpu_s"]  # the idle parent used little
     assert sampler.cpu_until(0.0) == []
