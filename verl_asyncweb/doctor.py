@@ -91,6 +91,11 @@ def worker_registration_checks(cpu: bool, timeout_s: float = 120.0) -> list[Chec
 
 def environment_checks() -> list[Check]:
     """Browser, fonts, model cache and the verl workarounds of the CPU backend."""
+    return [*browser_checks(), _model_cache_check(), *_workaround_checks()]
+
+
+def browser_checks() -> list[Check]:
+    """Chromium, the fonts its pages are rendered with, and Playwright."""
     checks = []
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     checks.append(
@@ -109,8 +114,6 @@ def environment_checks() -> list[Check]:
         )
         checks.append(Check(f"font {family}", present, "", f"apt-get install -y {package}"))
     checks.append(_playwright_check())
-    checks.append(_model_cache_check())
-    checks.extend(_workaround_checks())
     return checks
 
 

@@ -250,6 +250,33 @@ def test_sync_run_of_the_same_recipe(sync_run):
     assert json.loads((run_dir / "summary.json").read_text())["last_step"] == 2
 
 
+def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync_run, tmp_path):
+    """``gpu_check`` reads a GPU run's folder; this run has the same model family and shape. Doctored copies show
+    that disagreeing probabilities and a weight sync that never reached the server fail their own checks."""
+    from verl_asyncweb.gpu_check import PROBS_DIFF_KEY, judge_run
+
+    run_dir = sync_run[0]
+    checks = judge_run(run_dir, steps=2)
+    assert [check.name for check in checks if not check.ok] == [], checks
+
+    broken = tmp_path / "broken"
+    (broken / "episodes").mkdir(parents=True)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records[-1]["data"][PROBS_DIFF_KEY] = 0.05
+    (broken / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    episodes = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
+    for episode in episodes:
+        for step in episode["steps"]:
+            step["policy_version"] = 0
+    (broken / "episodes" / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    failed = [check.name for check in judge_run(broken, steps=2) if not check.ok]
+    assert failed == [
+        "rollout and trainer probabilities agree (max diff < 0.001)",
+        "weights synced to the rollout server",
+    ]
+    assert all(not check.ok for check in judge_run(tmp_path / "never_ran", steps=2))
+
+
 def test_sync_run_browsed_through_the_remote_browser_servers_only(sync_run):
     run_dir, under_run, opened = sync_run
     assert under_run == [], "the run launched Chromium of its own"

@@ -1,0 +1,22 @@
+"""``python -m verl_asyncweb.gpu_check`` on a machine without the GPUs it needs: a clear verdict, nothing started."""
+
+import os
+import subprocess
+import sys
+
+
+def test_without_gpus_nothing_runs_and_the_missing_pieces_are_named(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}
+    result = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.gpu_check", "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "[FAIL] at least 2 CUDA devices: 0 visible" in result.stdout
+    assert "[FAIL] vllm (rollout server): not installed" in result.stdout
+    assert "[ok  ] chromium browser" in result.stdout
+    assert result.stdout.rstrip().endswith("verdict: NOT RUN (this machine lacks what is marked FAIL above)")
+    assert not (tmp_path / "run").exists()
