@@ -33,6 +33,7 @@ from verl_asyncweb.compare.metric_names import (
     SCREENSHOTS_IMAGES_PER_STEP,
 )
 from verl_asyncweb.doctor import Check, browser_checks, format_report
+from verl_asyncweb.run_folder import RunFolder
 
 RECIPE = "gpu_check"
 NEEDED_GPUS = 2
@@ -42,17 +43,6 @@ PROBS_DIFF_KEY = "training/rollout_probs_diff_max"
 TIMEOUT_S = 480
 
 
-def read_metrics(run_dir: Path) -> dict[int, dict]:
-    """Each step's metrics from the run folder's ``metrics.jsonl`` (verl's FileLogger; a later line wins)."""
-    path = run_dir / "metrics.jsonl"
-    steps = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            steps[record["step"]] = record["data"]
-    return steps
-
-
 def read_episodes(run_dir: Path) -> list[dict]:
     path = run_dir / "episodes" / "episodes.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -60,7 +50,7 @@ def read_episodes(run_dir: Path) -> list[dict]:
 
 def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:
     """What a finished check run must show, read from its run folder (module docstring)."""
-    metrics = read_metrics(run_dir)
+    metrics = RunFolder(run_dir).read_metrics()
     logged = sorted(metrics)
     checks = [
         Check(
