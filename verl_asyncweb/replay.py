@@ -128,7 +128,7 @@ def replay(run_dir: str | Path, traj_id: str, step: int, model: str | None = Non
     import ray
 
     from verl_asyncweb.agent.branch import load_point
-    from verl_asyncweb.learning.evaluate import LocalServerManager, latest_checkpoint_model, local_server
+    from verl_asyncweb.learning.evaluate import LocalServerManager, checkpoint_model, local_server
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
@@ -147,7 +147,7 @@ def replay(run_dir: str | Path, traj_id: str, step: int, model: str | None = Non
     else:
         model_dir = Path(model)
         if (model_dir / "config.yaml").is_file():  # a run folder: its latest checkpoint
-            model_dir = latest_checkpoint_model(model_dir)
+            model_dir = checkpoint_model(model_dir)
         server_manager = LocalServerManager(local_server(cfg, model_dir), temperature)
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -11,8 +11,9 @@ exists is reused, so an interrupted experiment continues):
    ``asyncweb.algo.negate_advantage=true``) and the loss variants of :data:`ARMS`.
 
 Reported: demonstration count and recording time, warm-start time, RL wall time, held-out success before and
-after (overall and per task), trajectories per hour, peak memory; ``success_vs_wall.png`` plots each arm's
-training success rate against wall time with the held-out points.
+after (overall and per task; ``--eval-checkpoints`` also at every saved checkpoint), trajectories per hour, peak
+memory; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the held-out points.
+A larger ``--rl-steps`` than an arm's finished run continues that run from its latest checkpoint.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import run_sampled
+from verl_asyncweb.learning.evaluate import checkpoint_steps
 from verl_asyncweb.run_folder import RunFolder
 
 ARMS = {
@@ -45,12 +47,16 @@ def _python(*args: str, log: Path) -> None:
         raise RuntimeError(f"python -m {' '.join(args)} failed with {returncode}; see {log}")
 
 
-def _evaluate(path: Path, instances: int, temperature: float, log: Path) -> dict:
-    out = path / f"eval_held-out_T{temperature:g}.json"
+def _evaluate(path: Path, instances: int, temperature: float, log: Path, step: int | None = None) -> dict:
+    """Held-out evaluation of a model folder, or of checkpoint ``step`` of a run folder; a result already written
+    (next to that checkpoint) is reused."""
+    folder = path / f"global_step_{step}" if step is not None else path
+    out = folder / f"eval_held-out_T{temperature:g}.json"
     if not out.exists():
         _python(
             "verl_asyncweb.evaluate",
             str(path),
+            *([f"--step={step}"] if step is not None else []),
             f"--instances={instances}",
             f"--temperature={temperature}",
             f"--out={out}",
@@ -59,11 +65,27 @@ def _evaluate(path: Path, instances: int, temperature: float, log: Path) -> dict
     return json.loads(out.read_text())
 
 
+def wall_by_step(run_dir: Path) -> dict[int, float]:
+    """Training wall time (s) at each logged step, continuous over resumed attempts: an attempt whose clock
+    restarted (runs logged before the trainer carried it over) goes on from the step it resumed from."""
+    wall: dict[int, float] = {}
+    for path in RunFolder(run_dir).metrics_files():
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        steps = [(int(r["step"]), r["data"]["asyncweb/wall_s"]) for r in records if "asyncweb/wall_s" in r["data"]]
+        if not steps:
+            continue
+        resumed_from = wall.get(steps[0][0] - 1, 0.0)
+        offset = resumed_from if steps[0][1] < resumed_from else 0.0
+        wall.update({step: seconds + offset for step, seconds in steps})
+    return wall
+
+
 def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int, recipe_overrides: list[str]) -> dict:
-    """One RL run from the warm start; returns its wall time, throughput and peak memory."""
+    """One RL run from the warm start, or the rest of it up to ``steps`` when a shorter one exists (verl resumes
+    from its latest checkpoint); returns its wall time, throughput and peak memory."""
     run_dir = out / name
     summary = run_dir / "summary.json"
-    if not summary.exists():
+    if not summary.exists() or json.loads(summary.read_text())["last_step"] < steps:
         command = [
             sys.executable,
             "-m",
@@ -76,10 +98,13 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int,
             *recipe_overrides,
             *overrides,
         ]
+        memory = run_dir / "bench_memory.json"
+        earlier = json.loads(memory.read_text())["peak_used_mib"] if memory.exists() else 0
         sampler = run_sampled(command, out / f"{name}.log", f"arm {name}")
-        (run_dir / "bench_memory.json").write_text(json.dumps({"peak_used_mib": sampler.peak_used_mib}))
+        memory.write_text(json.dumps({"peak_used_mib": max(earlier, sampler.peak_used_mib)}))
     data = RunFolder(run_dir).read_metrics()
-    wall = data[max(data)]["asyncweb/wall_s"]
+    walls = wall_by_step(run_dir)
+    wall = walls[max(data)]
     trajectories = sum(d.get("asyncweb/trained_trajectories", 0) for d in data.values())
     return {
         "arm": name,
@@ -88,13 +113,14 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int,
         "trained_trajs_per_hour": round(trajectories / max(wall, 1e-6) * 3600, 1),
         "train_success_first": data[min(data)].get("asyncweb/success_rate"),
         "train_success_last": data[max(data)].get("asyncweb/success_rate"),
-        "curve": [(d["asyncweb/wall_s"], d.get("asyncweb/success_rate")) for _, d in sorted(data.items())],
+        "curve": [(walls[step], d.get("asyncweb/success_rate")) for step, d in sorted(data.items()) if step in walls],
         **json.loads((run_dir / "bench_memory.json").read_text()),
     }
 
 
 def plot(results: list[dict], before: float, path: Path) -> None:
-    """Training success rate vs wall time per arm, with the held-out success before and after."""
+    """Training success rate vs wall time per arm, with the held-out success of the warm start and of each
+    evaluated checkpoint."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,9 +129,16 @@ def plot(results: list[dict], before: float, path: Path) -> None:
     figure, axes = plt.subplots(figsize=(7, 4))
     for result in results:
         points = [(t / 60, s) for t, s in result["curve"] if s is not None]
-        line = axes.plot(*zip(*points, strict=True), alpha=0.6, label=f"{result['arm']} (training episodes)")[0]
-        axes.scatter([points[-1][0]], [result["held_out_after"]], color=line.get_color(), marker="*", s=120)
-    axes.scatter([0], [before], color="black", marker="*", s=120, label="held-out (stars): warm start, after RL")
+        line = axes.plot(*zip(*points, strict=True), alpha=0.4, label=f"{result['arm']}: training episodes")[0]
+        held_out = [(t / 60, s) for t, _, s in result["held_out_curve"]]
+        axes.plot(
+            *zip(*held_out, strict=True),
+            color=line.get_color(),
+            marker="*",
+            markersize=11,
+            label=f"{result['arm']}: held-out, warm start and checkpoints",
+        )
+    axes.scatter([0], [before], color="black", marker="*", s=120, zorder=3)
     axes.set_xlabel("RL wall time (min)")
     axes.set_ylabel("success rate")
     axes.set_ylim(0, 1)
@@ -132,6 +165,12 @@ def _table(record: dict) -> str:
             f"| {r['held_out_after']:.3f} | {r['held_out_after'] - record['held_out_before']:+.3f} "
             f"| {r['trained_trajs_per_hour']:.0f} | {r['peak_used_mib'] / 1024:.1f} |"
         )
+    for r in record["arms"]:
+        if len(r["held_out_curve"]) > 2:
+            points = ", ".join(
+                f"step {step} ({wall / 60:.1f} min) {success:.3f}" for wall, step, success in r["held_out_curve"]
+            )
+            lines.append(f"{r['arm']}, held-out by checkpoint: {points}")
     return "\n".join(lines)
 
 
@@ -145,6 +184,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
     parser.add_argument("--temperature", type=float, default=0.7, help="evaluation temperature (the rollout's)")
     parser.add_argument("--arms", default="rl,control", help=f"comma-separated, from {list(ARMS)}")
+    parser.add_argument(
+        "--eval-checkpoints",
+        action="store_true",
+        help="evaluate every saved checkpoint of each arm (trainer.save_freq), not only the last",
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -197,8 +241,18 @@ def main(argv: list[str]) -> int:
     }
     for name in args.arms.split(","):
         result = run_arm(name, ARMS[name], model, args.out, args.rl_steps, args.set)
-        after = _evaluate(args.out / name, args.eval_instances, args.temperature, args.out / f"eval_{name}.log")
-        result.update(held_out_after=after["success"], held_out_after_by_task=after["success_by_task"])
+        run_dir, walls = args.out / name, wall_by_step(args.out / name)
+        saved = checkpoint_steps(run_dir)
+        curve = [(0.0, 0, before["success"])]
+        for step in saved if args.eval_checkpoints else saved[-1:]:
+            after = _evaluate(run_dir, args.eval_instances, args.temperature, args.out / f"eval_{name}.log", step)
+            curve.append((walls[step], step, after["success"]))
+        result.update(
+            held_out_step=saved[-1],
+            held_out_after=after["success"],
+            held_out_after_by_task=after["success_by_task"],
+            held_out_curve=curve,
+        )
         record["arms"].append(result)
         (args.out / "results.json").write_text(json.dumps(record, indent=1))
     plot(record["arms"], before["success"], args.out / "success_vs_wall.png")

@@ -44,7 +44,8 @@ VERL_PG_CLIPFRAC = "actor/pg_clipfrac"
 # Throughput and time.
 TRAJS_PER_HOUR = "asyncweb/trajs_per_hour"
 WALL_S = "asyncweb/wall_s"
-"""Seconds since the run started, logged every step; the x axis of the wall-time plots."""
+"""Seconds since the run started, logged every step; the x axis of the wall-time plots. A resumed run goes on from
+the value logged at the step it resumed from."""
 
 # Config keys that tell loss variants apart (shown next to each run's name).
 CONFIG_RECIPE = "asyncweb.recipe"

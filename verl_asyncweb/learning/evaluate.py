@@ -30,35 +30,57 @@ logger = logging.getLogger(__name__)
 SEED_SPLITS = {"held-out": HELD_OUT_SEED}
 
 
-def latest_checkpoint_model(run_dir: Path) -> Path:
-    """The HF model saved with the newest ``global_step_K`` checkpoint of a run folder.
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    """Steps of a run folder's ``global_step_K`` checkpoints that hold HF weights, oldest first."""
+    steps = [int(path.name.rsplit("_", 1)[1]) for path in run_dir.glob("global_step_*")]
+    return sorted(step for step in steps if any(checkpoint_model_dir(run_dir, step).glob("*.safetensors")))
+
+
+def checkpoint_model_dir(run_dir: Path, step: int) -> Path:
+    return run_dir / f"global_step_{step}" / "actor" / "huggingface"
+
+
+def checkpoint_model(run_dir: Path, step: int | None = None) -> Path:
+    """The HF model saved with checkpoint ``global_step_{step}`` of a run folder (the newest when ``step`` is None).
 
     Raises:
-        FileNotFoundError: If the run has no checkpoint with HF weights (``checkpoint.save_contents`` needs
+        FileNotFoundError: If there is no such checkpoint with HF weights (``checkpoint.save_contents`` needs
             ``hf_model``, as the learning recipes set).
     """
-    steps = sorted(run_dir.glob("global_step_*"), key=lambda path: int(path.name.rsplit("_", 1)[1]))
-    for step in reversed(steps):
-        model = step / "actor" / "huggingface"
-        if any(model.glob("*.safetensors")):
-            return model
+    steps = checkpoint_steps(run_dir)
+    if step is None and steps:
+        return checkpoint_model_dir(run_dir, steps[-1])
+    if step in steps:
+        return checkpoint_model_dir(run_dir, step)
+    wanted = f"checkpoint global_step_{step}" if step is not None else "checkpoint"
     raise FileNotFoundError(
-        f"{run_dir} has no checkpoint with HF weights (global_step_K/actor/huggingface/*.safetensors): "
-        "set actor_rollout_ref.actor.checkpoint.save_contents to include hf_model"
+        f"{run_dir} has no {wanted} with HF weights (global_step_K/actor/huggingface/*.safetensors; saved steps: "
+        f"{steps}): set actor_rollout_ref.actor.checkpoint.save_contents to include hf_model"
     )
+
+
+def default_output(result: dict[str, Any]) -> Path:
+    """Where an evaluation is written by default: a run folder's goes next to its checkpoint (one file per step, so
+    a run that goes on never reuses an older step's figures), a model folder's into that folder."""
+    model = Path(result["model"])
+    folder = model.parent.parent if result["run_dir"] else model
+    return folder / f"eval_{result['seeds']}_T{result['temperature']:g}.json"
 
 
 PROMPT_SETTINGS = ("observation", "system_prompt", "click_target", "max_element_lines")
 """``asyncweb.agent`` keys that shape the prompt and the action form: a warm start is evaluated with its own."""
 
 
-def resolve(path: Path, recipe: str) -> tuple[Path, DictConfig, Path | None]:
-    """``(model folder, trainer config, run folder or None)`` for a run folder or a model folder.
+def resolve(path: Path, recipe: str, step: int | None = None) -> tuple[Path, DictConfig, Path | None]:
+    """``(model folder, trainer config, run folder or None)`` for a run folder (checkpoint ``step``, else the
+    newest) or a model folder.
 
     A model folder gets the recipe's settings, except that a warm start keeps the prompt settings its
     demonstrations were recorded with (:data:`PROMPT_SETTINGS`): it was trained to answer those prompts.
     """
     if (path / "config.json").is_file():
+        if step is not None:
+            raise ValueError(f"--step picks a checkpoint of a run folder; {path} is a model folder")
         from verl_asyncweb.main import load_config
 
         cfg, _ = load_config([f"recipe={recipe}"])
@@ -68,7 +90,7 @@ def resolve(path: Path, recipe: str) -> tuple[Path, DictConfig, Path | None]:
                 cfg.asyncweb.agent[key] = value
         return path, cfg, None
     if (path / "config.yaml").is_file():
-        return latest_checkpoint_model(path), OmegaConf.load(path / "config.yaml"), path
+        return checkpoint_model(path, step), OmegaConf.load(path / "config.yaml"), path
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
 
@@ -249,14 +271,15 @@ def evaluate(
     seeds: str = "held-out",
     instances: int = 10,
     temperature: float = 1.0,
+    step: int | None = None,
 ) -> dict[str, Any]:
-    """Evaluate a run folder's latest checkpoint or a model folder; see the module docstring."""
+    """Evaluate a run folder's checkpoint (``step``, else the newest) or a model folder; see the module docstring."""
     import ray
 
     from verl_asyncweb.config.schema import AsyncWebConfig
     from verl_asyncweb.task_dataset import load_task_sources
 
-    model_dir, cfg, run_dir = resolve(Path(path), recipe)
+    model_dir, cfg, run_dir = resolve(Path(path), recipe, step)
     asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     if seeds not in SEED_SPLITS:
         raise ValueError(f"--seeds must be one of {list(SEED_SPLITS)}, got {seeds!r}")
@@ -277,20 +300,26 @@ def evaluate(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help="a run folder (its latest checkpoint) or a model folder")
+    parser.add_argument("--step", type=int, default=None, help="a run folder's checkpoint global_step_STEP")
     parser.add_argument("--recipe", default="laptop_learning", help="agent/env settings for a model folder")
     parser.add_argument("--tasks", nargs="+", default=None, help="MiniWoB++ task sources (default: the run's)")
     parser.add_argument("--seeds", default="held-out", choices=sorted(SEED_SPLITS))
     parser.add_argument("--instances", type=int, default=10, help="held-out instances per task")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0 = greedy)")
-    parser.add_argument("--out", default=None, help="JSON output (default: PATH/eval_<seeds>_T<temperature>.json)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="JSON output (default: eval_<seeds>_T<temperature>.json in the model folder, or in a run folder's "
+        "global_step_K folder)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # After the arguments, so that --help and a usage error answer at once, without verl's import warnings.
     # Importing verl loads this plugin (see verl_asyncweb.main).
     import verl  # noqa: F401
 
-    result = evaluate(args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature)
-    out = Path(args.out or Path(args.path) / f"eval_{args.seeds}_T{args.temperature:g}.json")
+    result = evaluate(args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature, args.step)
+    out = Path(args.out) if args.out else default_output(result)
     out.write_text(json.dumps(result, indent=1))
     print(format_table(result))
     print(f"written to {out}")

@@ -51,6 +51,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self.asyncweb = AsyncWebConfig.from_config(config.asyncweb)
         super().__init__(config)
         self._started_at = time.time()
+        self._resumed_wall_s: float | None = None
         self._last_drain_at = self._started_at
         self._last_update_interval: tuple[float, float] | None = None
         self._pending_releases: list[tuple[int, str]] = []
@@ -163,4 +164,16 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         step_s, wait_s = timing_raw.get("step", 0.0), timing_raw.get("gen", 0.0)
         if step_s > 0:
             metrics[names.TRAINER_IDLE_FRAC] = wait_s / step_s
-        metrics[names.WALL_S] = time.time() - self._started_at
+        metrics[names.WALL_S] = self._wall_s(global_steps)
+
+    def _wall_s(self, global_steps: int) -> float:
+        """Training wall time, carried over a resume: a resumed attempt goes on from the wall time the earlier
+        attempts logged at the step it resumed from (the time between the attempts is not counted)."""
+        if self._resumed_wall_s is None:
+            from pathlib import Path
+
+            from verl_asyncweb.run_folder import RunFolder
+
+            earlier = RunFolder(Path(self.config.trainer.default_local_dir)).read_metrics()
+            self._resumed_wall_s = float(earlier.get(global_steps - 1, {}).get(names.WALL_S, 0.0))
+        return self._resumed_wall_s + time.time() - self._started_at

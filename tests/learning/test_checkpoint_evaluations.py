@@ -1,0 +1,67 @@
+"""Evaluating a run's checkpoints one by one, and the wall-time axis of a run that was resumed."""
+
+import json
+
+import pytest
+
+from verl_asyncweb.bench.learning import plot, wall_by_step
+from verl_asyncweb.learning.evaluate import checkpoint_model, checkpoint_steps, default_output, resolve
+
+
+def _run_with_checkpoints(run_dir, steps, without_weights=()):
+    (run_dir).mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("asyncweb: {}\n")
+    for step in steps:
+        model = run_dir / f"global_step_{step}" / "actor" / "huggingface"
+        model.mkdir(parents=True)
+        if step not in without_weights:
+            (model / "model.safetensors").write_bytes(b"")
+    return run_dir
+
+
+def test_a_runs_checkpoints_are_picked_by_step_and_only_with_weights(tmp_path):
+    run_dir = _run_with_checkpoints(tmp_path / "run", [10, 20, 5, 30], without_weights=[30])
+    assert checkpoint_steps(run_dir) == [5, 10, 20]
+    assert checkpoint_model(run_dir) == run_dir / "global_step_20" / "actor" / "huggingface"
+    assert checkpoint_model(run_dir, 10) == run_dir / "global_step_10" / "actor" / "huggingface"
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint global_step_30 .*saved steps: \[5, 10, 20\]"):
+        checkpoint_model(run_dir, 30)
+    assert resolve(run_dir, "laptop_learning", step=5)[0] == run_dir / "global_step_5" / "actor" / "huggingface"
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="--step picks a checkpoint of a run folder"):
+        resolve(tmp_path / "model", "laptop_learning", step=5)
+
+
+def test_an_evaluation_is_written_next_to_the_checkpoint_it_evaluated(tmp_path):
+    model = tmp_path / "run" / "global_step_10" / "actor" / "huggingface"
+    run_result = {"model": str(model), "run_dir": str(tmp_path / "run"), "seeds": "held-out", "temperature": 0.7}
+    assert default_output(run_result) == tmp_path / "run" / "global_step_10" / "eval_held-out_T0.7.json"
+    model_result = {"model": str(tmp_path / "warm"), "run_dir": None, "seeds": "held-out", "temperature": 1.0}
+    assert default_output(model_result) == tmp_path / "warm" / "eval_held-out_T1.json"
+
+
+def _metrics(path, walls: dict[int, float]):
+    path.write_text("".join(json.dumps({"step": s, "data": {"asyncweb/wall_s": w}}) + "\n" for s, w in walls.items()))
+
+
+def test_wall_time_goes_on_over_a_resume_whether_or_not_the_attempt_restarted_its_clock(tmp_path):
+    restarted, carried = tmp_path / "restarted", tmp_path / "carried"
+    for run_dir in (restarted, carried):
+        run_dir.mkdir()
+        _metrics(run_dir / "metrics.jsonl", {1: 100.0, 2: 130.0, 3: 160.0})
+    # Resumed from the step-2 checkpoint after step 3 was logged: steps 3 and 4 again.
+    _metrics(restarted / "metrics.attempt-1.jsonl", {3: 90.0, 4: 120.0})
+    _metrics(carried / "metrics.attempt-1.jsonl", {3: 220.0, 4: 250.0})
+    assert wall_by_step(restarted) == {1: 100.0, 2: 130.0, 3: 220.0, 4: 250.0}
+    assert wall_by_step(carried) == {1: 100.0, 2: 130.0, 3: 220.0, 4: 250.0}
+
+
+def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):
+    arm = {
+        "arm": "rl",
+        "curve": [(60.0, 0.2), (120.0, None), (180.0, 0.5)],
+        "held_out_curve": [(0.0, 0, 0.35), (120.0, 10, 0.45), (180.0, 20, 0.6)],
+    }
+    plot([arm], 0.35, tmp_path / "success_vs_wall.png")
+    assert (tmp_path / "success_vs_wall.png").stat().st_size > 10_000
