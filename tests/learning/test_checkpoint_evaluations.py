@@ -65,3 +65,16 @@ def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):
     }
     plot([arm], 0.35, tmp_path / "success_vs_wall.png")
     assert (tmp_path / "success_vs_wall.png").stat().st_size > 10_000
+
+
+def test_arms_of_an_earlier_invocation_are_kept_unless_run_again(tmp_path):
+    from verl_asyncweb.bench.learning import _earlier_arms
+
+    results = tmp_path / "results.json"
+    assert _earlier_arms(results, ["rl"]) == []
+    old = {"arm": "rl", "steps": 30, "rl_wall_s": 1070.0, "held_out_after": 0.6, "curve": [(1070.0, 0.7)]}
+    results.write_text(json.dumps({"arms": [old, {**old, "arm": "control"}]}))
+    assert [arm["arm"] for arm in _earlier_arms(results, ["control"])] == ["rl"]
+    # Reported before checkpoints were evaluated: drawn from the warm start to its last checkpoint.
+    plot(_earlier_arms(results, ["control"]), 0.35, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").exists()

@@ -118,6 +118,14 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int,
     }
 
 
+def _held_out_curve(result: dict, before: float) -> list[tuple[float, int, float]]:
+    """(wall s, step, held-out success) from the warm start on; an arm reported before checkpoints were evaluated
+    has its last one only."""
+    if "held_out_curve" in result:
+        return result["held_out_curve"]
+    return [(0.0, 0, before), (result["rl_wall_s"], result["steps"], result["held_out_after"])]
+
+
 def plot(results: list[dict], before: float, path: Path) -> None:
     """Training success rate vs wall time per arm, with the held-out success of the warm start and of each
     evaluated checkpoint."""
@@ -130,7 +138,7 @@ def plot(results: list[dict], before: float, path: Path) -> None:
     for result in results:
         points = [(t / 60, s) for t, s in result["curve"] if s is not None]
         line = axes.plot(*zip(*points, strict=True), alpha=0.4, label=f"{result['arm']}: training episodes")[0]
-        held_out = [(t / 60, s) for t, _, s in result["held_out_curve"]]
+        held_out = [(t / 60, s) for t, _, s in _held_out_curve(result, before)]
         axes.plot(
             *zip(*held_out, strict=True),
             color=line.get_color(),
@@ -166,12 +174,19 @@ def _table(record: dict) -> str:
             f"| {r['trained_trajs_per_hour']:.0f} | {r['peak_used_mib'] / 1024:.1f} |"
         )
     for r in record["arms"]:
-        if len(r["held_out_curve"]) > 2:
+        if len(r.get("held_out_curve", [])) > 2:
             points = ", ".join(
                 f"step {step} ({wall / 60:.1f} min) {success:.3f}" for wall, step, success in r["held_out_curve"]
             )
             lines.append(f"{r['arm']}, held-out by checkpoint: {points}")
     return "\n".join(lines)
+
+
+def _earlier_arms(results: Path, rerun: list[str]) -> list[dict]:
+    """Arms an earlier invocation into the same ``--out`` reported and this one does not run again: kept."""
+    if not results.exists():
+        return []
+    return [arm for arm in json.loads(results.read_text())["arms"] if arm["arm"] not in rerun]
 
 
 def main(argv: list[str]) -> int:
@@ -237,7 +252,7 @@ def main(argv: list[str]) -> int:
         "recipe_overrides": args.set,
         "held_out_before": before["success"],
         "held_out_before_by_task": before["success_by_task"],
-        "arms": [],
+        "arms": _earlier_arms(args.out / "results.json", args.arms.split(",")),
     }
     for name in args.arms.split(","):
         result = run_arm(name, ARMS[name], model, args.out, args.rl_steps, args.set)
