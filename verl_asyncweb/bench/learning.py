@@ -258,6 +258,8 @@ def main(argv: list[str]) -> int:
         result = run_arm(name, ARMS[name], model, args.out, args.rl_steps, args.set)
         run_dir, walls = args.out / name, wall_by_step(args.out / name)
         saved = checkpoint_steps(run_dir)
+        if not saved:
+            raise RuntimeError(f"{run_dir} saved no checkpoint to evaluate (trainer.save_freq must be > 0)")
         curve = [(0.0, 0, before["success"])]
         for step in saved if args.eval_checkpoints else saved[-1:]:
             after = _evaluate(run_dir, args.eval_instances, args.temperature, args.out / f"eval_{name}.log", step)
