@@ -18,7 +18,6 @@ Exit code: 0 passed, 1 failed, 2 not run (what the machine lacks is printed, as 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -27,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from verl_asyncweb.compare.jsonl import iter_objects
 from verl_asyncweb.compare.metric_names import (
     ENV_FAILURES_TOTAL,
     EPISODE_ERRORS_TOTAL,
@@ -44,8 +44,9 @@ TIMEOUT_S = 480
 
 
 def read_episodes(run_dir: Path) -> list[dict]:
-    path = run_dir / "episodes" / "episodes.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The run's episode records; a line cut by a killed (timed-out) run is skipped."""
+    path = RunFolder(run_dir).episodes_dir / "episodes.jsonl"
+    return [record for _, record in iter_objects(path, [])] if path.exists() else []
 
 
 def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:

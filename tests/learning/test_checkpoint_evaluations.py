@@ -53,6 +53,8 @@ def test_wall_time_goes_on_over_a_resume_whether_or_not_the_attempt_restarted_it
     # Resumed from the step-2 checkpoint after step 3 was logged: steps 3 and 4 again.
     _metrics(restarted / "metrics.attempt-1.jsonl", {3: 90.0, 4: 120.0})
     _metrics(carried / "metrics.attempt-1.jsonl", {3: 220.0, 4: 250.0})
+    with (restarted / "metrics.attempt-1.jsonl").open("a") as cut:  # the last line of a killed attempt
+        cut.write('{"step": 5, "data": {"asyncweb/wa')
     assert wall_by_step(restarted) == {1: 100.0, 2: 130.0, 3: 220.0, 4: 250.0}
     assert wall_by_step(carried) == {1: 100.0, 2: 130.0, 3: 220.0, 4: 250.0}
 

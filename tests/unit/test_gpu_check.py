@@ -20,3 +20,13 @@ def test_without_gpus_nothing_runs_and_the_missing_pieces_are_named(tmp_path):
     assert "[ok  ] chromium browser" in result.stdout
     assert result.stdout.rstrip().endswith("verdict: NOT RUN (this machine lacks what is marked FAIL above)")
     assert not (tmp_path / "run").exists()
+
+
+def test_episodes_of_a_killed_run_are_read_up_to_the_cut_line(tmp_path):
+    from verl_asyncweb.gpu_check import read_episodes
+
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    (episodes / "episodes.jsonl").write_text('{"traj_id": "a", "steps": [{"policy_version": 1}]}\n{"traj_id": "b", "st')
+    assert [record["traj_id"] for record in read_episodes(tmp_path)] == ["a"]
+    assert read_episodes(tmp_path / "never_ran") == []

@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import run_sampled
+from verl_asyncweb.compare.jsonl import iter_objects
+from verl_asyncweb.compare.metric_names import WALL_S
 from verl_asyncweb.learning.evaluate import checkpoint_steps
 from verl_asyncweb.run_folder import RunFolder
 
@@ -70,8 +72,8 @@ def wall_by_step(run_dir: Path) -> dict[int, float]:
     restarted (runs logged before the trainer carried it over) goes on from the step it resumed from."""
     wall: dict[int, float] = {}
     for path in RunFolder(run_dir).metrics_files():
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        steps = [(int(r["step"]), r["data"]["asyncweb/wall_s"]) for r in records if "asyncweb/wall_s" in r["data"]]
+        records = [record for _, record in iter_objects(path, [])]  # a line cut by a killed run is skipped
+        steps = [(int(r["step"]), r["data"][WALL_S]) for r in records if WALL_S in r.get("data", {})]
         if not steps:
             continue
         resumed_from = wall.get(steps[0][0] - 1, 0.0)
