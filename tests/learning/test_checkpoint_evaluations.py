@@ -80,3 +80,15 @@ def test_arms_of_an_earlier_invocation_are_kept_unless_run_again(tmp_path):
     # Reported before checkpoints were evaluated: drawn from the warm start to its last checkpoint.
     plot(_earlier_arms(results, ["control"]), 0.35, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").exists()
+
+
+def test_the_bench_passes_its_demonstrated_tasks_and_overrides_to_the_demonstrations(tmp_path):
+    from verl_asyncweb.bench.learning import demos_args
+    from verl_asyncweb.learning.demos import build_parser
+
+    overrides = ["asyncweb.agent.click_target=coordinate"]
+    chosen = build_parser().parse_args(demos_args(100, tmp_path, "miniwob:click-button,click-tab", overrides))
+    assert (chosen.tasks, chosen.instances, chosen.out) == (["miniwob:click-button,click-tab"], 100, str(tmp_path))
+    assert chosen.overrides == overrides
+    default = build_parser().parse_args(demos_args(40, tmp_path, None, overrides))
+    assert default.tasks is None and default.overrides == overrides  # the recipe's training tasks

@@ -3,7 +3,8 @@
 The whole experiment in one invocation, every stage in its own folder under ``--out`` (a stage whose output
 exists is reused, so an interrupted experiment continues):
 
-1. demonstrations of the oracles on the recipe's training instances (:mod:`verl_asyncweb.learning.demos`);
+1. demonstrations of the oracles on the recipe's training instances (:mod:`verl_asyncweb.learning.demos`), of
+   every training task or of those named by ``--demo-tasks``;
 2. a deliberately partial supervised warm start of the offline ``small`` model on them;
 3. held-out evaluation of the warm start (:mod:`verl_asyncweb.learning.evaluate`);
 4. one RL run per arm through ``verl_asyncweb.main`` (``laptop_learning``, from the warm start), each evaluated
@@ -47,6 +48,11 @@ def _python(*args: str, log: Path) -> None:
         returncode = subprocess.run([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT).returncode
     if returncode != 0:
         raise RuntimeError(f"python -m {' '.join(args)} failed with {returncode}; see {log}")
+
+
+def demos_args(instances: int, out: Path, tasks: str | None, overrides: list[str]) -> list[str]:
+    """Arguments of ``verl_asyncweb.learning.demos`` for the bench's demonstrations."""
+    return [f"--instances={instances}", f"--out={out}", *([f"--tasks={tasks}"] if tasks else []), *overrides]
 
 
 def _evaluate(path: Path, instances: int, temperature: float, log: Path, step: int | None = None) -> dict:
@@ -196,6 +202,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning"))
     parser.add_argument("--size", default="small", help="offline model size of the warm start")
     parser.add_argument("--instances", type=int, default=100, help="demonstrated instances per task")
+    parser.add_argument(
+        "--demo-tasks",
+        default=None,
+        help="task sources to demonstrate (default: the recipe's training tasks); RL always trains on the recipe's, "
+        "so tasks left out here are learned from the reward alone, e.g. miniwob:click-button,click-link,click-tab",
+    )
     parser.add_argument("--warm-steps", type=int, default=200, help="supervised warm-start steps (partial)")
     parser.add_argument("--rl-steps", type=int, default=30, help="RL steps per arm")
     parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
@@ -224,9 +236,7 @@ def main(argv: list[str]) -> int:
     if not (demos / "manifest.json").exists():
         _python(
             "verl_asyncweb.learning.demos",
-            f"--instances={args.instances}",
-            f"--out={demos}",
-            *args.set,
+            *demos_args(args.instances, demos, args.demo_tasks, args.set),
             log=args.out / "demos.log",
         )
     if not (model / "warm_start.json").exists():
@@ -245,6 +255,7 @@ def main(argv: list[str]) -> int:
         "demo_episodes": manifest["episodes"],
         "demo_steps": manifest["steps"],
         "demo_s": manifest["record_s"],
+        "demo_tasks": sorted({name for name, _ in manifest["instances"]}),
         "warm_start_steps": warm["steps"],
         "warm_start_s": warm["train_s"],
         "warm_start_loss_first": warm["loss_first"],

@@ -194,11 +194,8 @@ def load_demos(demo_dir: str | Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    from verl_asyncweb.config.schema import AsyncWebConfig
-    from verl_asyncweb.main import load_config
-    from verl_asyncweb.task_dataset import load_task_sources
-
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m verl_asyncweb.learning.demos``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="laptop_learning", help="recipe whose agent and env settings to use")
     parser.add_argument("--tasks", nargs="+", default=None, help="task sources (default: the recipe's)")
@@ -208,7 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "overrides", nargs="*", help="key=value overrides of the recipe (e.g. asyncweb.agent.click_target=element)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from verl_asyncweb.config.schema import AsyncWebConfig
+    from verl_asyncweb.main import load_config
+    from verl_asyncweb.task_dataset import load_task_sources
+
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     cfg, _ = load_config([f"recipe={args.recipe}", *args.overrides])
