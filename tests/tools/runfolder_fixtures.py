@@ -49,14 +49,24 @@ def metrics_for_step(step: int, seed: int) -> dict[str, float]:
     }
 
 
-def write_config(run_dir: Path, recipe: str | None, step_norm: str, estimator: str, loss_mode: str) -> None:
+def write_config(
+    run_dir: Path,
+    recipe: str | None,
+    step_norm: str,
+    estimator: str,
+    loss_mode: str,
+    negate_advantage: bool = False,
+    model_path: Path | None = None,
+) -> None:
     """A small resolved config in OmegaConf YAML."""
     recipe_line = f"  recipe: {recipe}\n" if recipe else ""
+    model_lines = f"  model:\n    path: {model_path}\n" if model_path else ""
     run_dir.joinpath("config.yaml").write_text(
         "asyncweb:\n"
         f"{recipe_line}"
         f"  algo:\n    step_norm: {step_norm}\n    estimator: {estimator}\n"
-        "actor_rollout_ref:\n  actor:\n    policy_loss:\n"
+        f"    negate_advantage: {str(negate_advantage).lower()}\n"
+        f"actor_rollout_ref:\n{model_lines}  actor:\n    policy_loss:\n"
         f"      loss_mode: {loss_mode}\n"
         f"trainer:\n  default_local_dir: {run_dir}\n",
         encoding="utf-8",
@@ -182,10 +192,12 @@ def build_run(
     corrupt_episode: bool = False,
     hostile: bool = False,
     finished: bool = True,
+    negate_advantage: bool = False,
+    model_path: Path | None = None,
 ) -> Path:
     """Write a complete run folder and return it."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_config(run_dir, recipe, step_norm, estimator, loss_mode)
+    write_config(run_dir, recipe, step_norm, estimator, loss_mode, negate_advantage, model_path)
     write_metrics(run_dir, seed, steps, corrupt_line=corrupt_metrics, resumed=resumed)
     if episodes:
         write_episodes(run_dir, missing_screenshot, corrupt_episode, hostile)

@@ -116,3 +116,45 @@ def test_variant_and_recipe_read_from_config(tmp_path):
     run = load_run(build_run(tmp_path / "r", recipe=None, step_norm="const", loss_mode="vanilla", episodes=False))
     assert run.recipe is None
     assert run.variant == "step_norm=const estimator=grpo loss_mode=vanilla"
+
+
+def _evaluation(folder: Path, temperature: str, success: float, invalid: float) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"success": success, "metrics": {M.INVALID_ACTION_RATE: invalid}, "seeds": "held-out"}
+    (folder / f"eval_held-out_T{temperature}.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+def test_held_out_evaluations_of_the_start_and_checkpoints_are_compared_per_temperature(tmp_path):
+    warm = tmp_path / "warm_start"
+    rl = build_run(tmp_path / "runs" / "rl", seed=1, episodes=False, model_path=warm)
+    control = build_run(tmp_path / "runs" / "control", seed=2, episodes=False, model_path=warm, negate_advantage=True)
+    _evaluation(warm, "0.7", 0.35, 0.4)
+    _evaluation(rl / "global_step_2", "0.7", 0.6, 0.1)
+    _evaluation(rl / "global_step_4", "0.7", 0.55, 0.05)
+    _evaluation(rl / "global_step_4", "1", 0.3, 0.2)
+    _evaluation(control / "global_step_2", "0.7", 0.05, 0.9)
+    (control / "global_step_4").mkdir()
+    (control / "global_step_4" / "eval_held-out_T0.7.json").write_text('{"success": 0.', encoding="utf-8")
+
+    runs = [load_run(rl), load_run(control)]
+    success = "eval/held-out_T0.7/success_rate"
+    assert runs[0].series(success) == [(0, 0.35), (2, 0.6), (4, 0.55)]
+    assert runs[0].series("eval/held-out_T1/success_rate") == [(4, 0.3)]
+    assert runs[1].series(success) == [(0, 0.35), (2, 0.05)]
+    assert any("global_step_4/eval_held-out_T0.7.json" in w for w in runs[1].warnings)
+    assert (runs[0].variant, runs[1].variant) == (
+        "step_norm=traj estimator=grpo loss_mode=decoupled_ppo",
+        "step_norm=traj estimator=grpo loss_mode=decoupled_ppo negate_advantage=True",
+    )
+    table = build_table(runs)
+    by_label = {row.label: values for row, values in zip(table.rows, table.values, strict=True)}
+    assert by_label["held-out success rate (T=0.7), last checkpoint"] == [0.55, 0.05]
+    assert by_label["held-out success rate (T=0.7), best evaluated"] == [0.6, 0.35]
+    assert by_label["held-out invalid action rate (T=0.7), last checkpoint"] == [0.05, 0.9]
+    assert by_label["held-out success rate (T=1), last checkpoint"] == [0.3, None]
+
+    out = tmp_path / "comparison"
+    assert main([str(rl), str(control), "--out", str(out)]) == 0
+    for axis in ("step", "wall"):
+        assert (out / "plots" / axis / plot_filename(success)).read_bytes().startswith(PNG_MAGIC)
+    assert "held-out success rate (T=0.7), last checkpoint" in (out / "table.md").read_text(encoding="utf-8")

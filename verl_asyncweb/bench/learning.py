@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import run_sampled
-from verl_asyncweb.compare.jsonl import iter_objects
 from verl_asyncweb.compare.metric_names import WALL_S
+from verl_asyncweb.compare.runs import metrics_files, read_metrics
 from verl_asyncweb.learning.evaluate import checkpoint_steps
 from verl_asyncweb.run_folder import RunFolder
 
@@ -74,18 +74,9 @@ def _evaluate(path: Path, instances: int, temperature: float, log: Path, step: i
 
 
 def wall_by_step(run_dir: Path) -> dict[int, float]:
-    """Training wall time (s) at each logged step, continuous over resumed attempts: an attempt whose clock
-    restarted (runs logged before the trainer carried it over) goes on from the step it resumed from."""
-    wall: dict[int, float] = {}
-    for path in RunFolder(run_dir).metrics_files():
-        records = [record for _, record in iter_objects(path, [])]  # a line cut by a killed run is skipped
-        steps = [(int(r["step"]), r["data"][WALL_S]) for r in records if WALL_S in r.get("data", {})]
-        if not steps:
-            continue
-        resumed_from = wall.get(steps[0][0] - 1, 0.0)
-        offset = resumed_from if steps[0][1] < resumed_from else 0.0
-        wall.update({step: seconds + offset for step, seconds in steps})
-    return wall
+    """Training wall time (s) at each logged step, continuous over resumed attempts (see
+    :func:`verl_asyncweb.compare.runs.read_metrics`)."""
+    return dict(read_metrics(metrics_files(run_dir))[0].get(WALL_S, []))
 
 
 def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int, recipe_overrides: list[str]) -> dict:

@@ -53,7 +53,16 @@ CONFIG_STEP_NORM = "asyncweb.algo.step_norm"
 CONFIG_ESTIMATOR = "asyncweb.algo.estimator"
 CONFIG_LOSS_MODE = "actor_rollout_ref.actor.policy_loss.loss_mode"
 CONFIG_ROLLOUT_MODE = "asyncweb.rollout_mode"
-VARIANT_CONFIG_KEYS = (CONFIG_STEP_NORM, CONFIG_ESTIMATOR, CONFIG_LOSS_MODE, CONFIG_ROLLOUT_MODE)
+CONFIG_NEGATE_ADVANTAGE = "asyncweb.algo.negate_advantage"
+VARIANT_CONFIG_KEYS = (
+    CONFIG_STEP_NORM,
+    CONFIG_ESTIMATOR,
+    CONFIG_LOSS_MODE,
+    CONFIG_ROLLOUT_MODE,
+    CONFIG_NEGATE_ADVANTAGE,
+)
+CONFIG_MODEL_PATH = "actor_rollout_ref.model.path"
+"""The run's starting model: its held-out evaluation is step 0 of the run's held-out series."""
 
 # Episode counts of a step.
 TRAJECTORIES = "asyncweb/trajectories"

@@ -46,12 +46,13 @@ def plot_filename(metric: str) -> str:
 
 
 def wall_series(run: Run, metric: str) -> Series:
-    """The metric against hours since start, using ``asyncweb/wall_s`` logged at the same step.
+    """The metric against hours since start, using ``asyncweb/wall_s`` logged at the same step; step 0 (the
+    start, e.g. a held-out evaluation of the starting model) is at 0 h.
 
     Returns:
         ``(hours, value)`` pairs (hours as float), only for steps that logged both.
     """
-    wall = dict(run.series(M.WALL_S))
+    wall = {0: 0.0, **dict(run.series(M.WALL_S))}
     return [(wall[step] / 3600.0, value) for step, value in run.series(metric) if step in wall]
 
 

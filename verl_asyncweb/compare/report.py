@@ -6,9 +6,9 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verl_asyncweb.compare.plots import write_plots
+from verl_asyncweb.compare.plots import PLOT_METRICS, write_plots
 from verl_asyncweb.compare.runs import Run
-from verl_asyncweb.compare.table import build_table, render_csv, render_markdown, render_terminal
+from verl_asyncweb.compare.table import TABLE_ROWS, build_table, render_csv, render_markdown, render_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,8 @@ def write_comparison(runs: list[Run], out_dir: str | Path) -> ComparisonReport:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = build_table(runs)
-    plots = write_plots(runs, out / "plots")
+    held_out = tuple(dict.fromkeys(row.metric for row in table.rows if row not in TABLE_ROWS))
+    plots = write_plots(runs, out / "plots", (*PLOT_METRICS, *held_out))
     table.notes.extend(plots.notes)
     md_path, csv_path = out / "table.md", out / "table.csv"
     md_path.write_text(render_markdown(table), encoding="utf-8")

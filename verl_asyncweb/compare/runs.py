@@ -1,4 +1,5 @@
-"""Read one run folder (config.yaml, metrics*.jsonl, summary.json) into a :class:`Run`, tolerating damage.
+"""Read one run folder (config.yaml, metrics*.jsonl, summary.json, held-out evaluations) into a :class:`Run`,
+tolerating damage.
 
 Nothing here raises for a damaged or partial run: every problem becomes a line in :attr:`Run.warnings`.
 Only a path that is not a directory is a user error.
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_asyncweb.compare import metric_names as M
+from verl_asyncweb.compare.held_out import read_held_out
 from verl_asyncweb.compare.jsonl import CorruptLine, attempt_ordered, iter_objects
 
 logger = logging.getLogger(__name__)
@@ -30,7 +32,8 @@ class Run:
         path: The run folder.
         name: Label shown in tables and legends (unique among the compared runs).
         config: Selected config values (dotted key -> value); absent keys are not present.
-        metrics: Metric name -> :data:`Series`.
+        metrics: Metric name -> :data:`Series`; held-out evaluations under ``eval/`` (see
+            :mod:`verl_asyncweb.compare.held_out`).
         finished: Whether ``summary.json`` exists and parses.
         summary: The parsed ``summary.json`` (empty if missing).
         corrupt_lines: Metrics lines that were skipped.
@@ -55,7 +58,9 @@ class Run:
     @property
     def variant(self) -> str:
         """Short description of the loss variant, e.g. ``step_norm=traj estimator=grpo loss_mode=decoupled``."""
-        parts = [f"{key.rsplit('.', 1)[-1]}={self.config[key]}" for key in M.VARIANT_CONFIG_KEYS if key in self.config]
+        # A switch that is off (the sign-flip control's) says nothing about the variant.
+        shown = [key for key in M.VARIANT_CONFIG_KEYS if key in self.config and self.config[key] is not False]
+        parts = [f"{key.rsplit('.', 1)[-1]}={self.config[key]}" for key in shown]
         return " ".join(parts) if parts else "unknown variant"
 
     @property
@@ -87,7 +92,7 @@ def read_metrics(paths: list[Path]) -> tuple[dict[str, Series], list[CorruptLine
 
     Later lines win per (step, metric); a line for a step that was logged before (a resumed attempt replaying
     steps, or validation metrics logged separately) only overrides the metrics it carries. Non-numeric values
-    are ignored.
+    are ignored. ``asyncweb/wall_s`` goes on over a resume (:func:`_continue_wall`).
 
     Args:
         paths: Files in the order they were written.
@@ -98,6 +103,7 @@ def read_metrics(paths: list[Path]) -> tuple[dict[str, Series], list[CorruptLine
     corrupt: list[CorruptLine] = []
     by_metric: dict[str, dict[int, float]] = {}
     for path in paths:
+        attempt_wall: dict[int, float] = {}
         for line_no, obj in iter_objects(path, corrupt):
             step = obj.get("step")
             data = obj.get("data")
@@ -110,8 +116,19 @@ def read_metrics(paths: list[Path]) -> tuple[dict[str, Series], list[CorruptLine
             for name, value in data.items():
                 number = _as_number(value)
                 if number is not None:
-                    by_metric.setdefault(str(name), {})[step] = number
+                    (attempt_wall if name == M.WALL_S else by_metric.setdefault(str(name), {}))[step] = number
+        if attempt_wall:
+            _continue_wall(by_metric.setdefault(M.WALL_S, {}), attempt_wall)
     return {name: sorted(values.items()) for name, values in by_metric.items()}, corrupt
+
+
+def _continue_wall(wall: dict[int, float], attempt: dict[int, float]) -> None:
+    """Add a resumed attempt's wall times; an attempt whose clock restarted (logged before the trainer carried it
+    over a resume) goes on from the wall time of the step it resumed from."""
+    first = min(attempt)
+    resumed_from = wall.get(first - 1, 0.0)
+    offset = resumed_from if attempt[first] < resumed_from else 0.0
+    wall.update({step: seconds + offset for step, seconds in attempt.items()})
 
 
 def _select_config(run_dir: Path, warnings: list[str]) -> dict[str, Any]:
@@ -127,7 +144,7 @@ def _select_config(run_dir: Path, warnings: list[str]) -> dict[str, Any]:
         warnings.append(f"config.yaml could not be parsed: {err}")
         return {}
     selected: dict[str, Any] = {}
-    for key in (M.CONFIG_RECIPE, *M.VARIANT_CONFIG_KEYS):
+    for key in (M.CONFIG_RECIPE, *M.VARIANT_CONFIG_KEYS, M.CONFIG_MODEL_PATH):
         try:
             value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
         except Exception as err:  # noqa: BLE001 - an unresolvable interpolation is reported, not raised
@@ -173,6 +190,7 @@ def load_run(run_dir: str | Path, name: str | None = None) -> Run:
     if not files:
         warnings.append("no metrics*.jsonl file: nothing to compare")
     metrics, corrupt = read_metrics(files)
+    metrics.update(read_held_out(path, config.get(M.CONFIG_MODEL_PATH), warnings))
     if corrupt:
         listed = "; ".join(c.describe() for c in corrupt[:3])
         more = f" and {len(corrupt) - 3} more" if len(corrupt) > 3 else ""

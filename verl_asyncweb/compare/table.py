@@ -1,7 +1,8 @@
 """The comparison table: one row per (metric, aggregate), one column per run; rendered for terminal, Markdown, CSV.
 
 "final" is the value at the last step that logged the metric; "best" is the maximum over steps (only for the
-success rates, where higher is better). A run that never logged a metric gets an empty cell and a note.
+success rates, where higher is better). Held-out evaluations of the runs' checkpoints add rows of their own.
+A run that never logged a metric gets an empty cell and a note.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import io
 from dataclasses import dataclass
 from typing import Literal
 
+from verl_asyncweb.compare import held_out
 from verl_asyncweb.compare import metric_names as M
 from verl_asyncweb.compare.runs import Run
 
@@ -68,6 +70,21 @@ TABLE_ROWS: tuple[TableRow, ...] = (
     TableRow("trajectories/hour", M.TRAJS_PER_HOUR, "final"),
 )
 """Rows of the comparison table, in display order (issue 7)."""
+
+
+def held_out_rows(runs: list[Run]) -> list[TableRow]:
+    """Rows for the held-out evaluations any of the runs has (:mod:`verl_asyncweb.compare.held_out`): the last
+    evaluated checkpoint's figure, and for success also the best of the start and every checkpoint."""
+    rows = []
+    metrics = {name for run in runs for name in run.metrics if name.startswith(held_out.PREFIX)}
+    for metric in sorted(metrics, key=lambda name: (not name.endswith("/success_rate"), name)):
+        split, figure = metric.removeprefix(held_out.PREFIX).split("/", 1)
+        seeds, temperature = split.rsplit("_T", 1)
+        label = f"{seeds} {figure.replace('_', ' ')} (T={temperature})"
+        rows.append(TableRow(f"{label}, last checkpoint", metric, "final"))
+        if figure == "success_rate":
+            rows.append(TableRow(f"{label}, best evaluated", metric, "best"))
+    return rows
 
 
 def cell_value(run: Run, row: TableRow) -> float | None:
@@ -128,8 +145,10 @@ class ComparisonTable:
         return [["metric", *(run.name for run in self.runs)], *([k, *v] for k, v in self.header_rows()), *body]
 
 
-def build_table(runs: list[Run], rows: tuple[TableRow, ...] = TABLE_ROWS) -> ComparisonTable:
-    """Compute every cell and the notes on what each run lacks."""
+def build_table(runs: list[Run], rows: tuple[TableRow, ...] | None = None) -> ComparisonTable:
+    """Compute every cell and the notes on what each run lacks; the rows are :data:`TABLE_ROWS` and the runs'
+    :func:`held_out_rows` unless given."""
+    rows = rows if rows is not None else (*TABLE_ROWS, *held_out_rows(runs))
     values = [[cell_value(run, row) for run in runs] for row in rows]
     notes: list[str] = []
     for j, run in enumerate(runs):
