@@ -12,7 +12,7 @@ from runfolder_fixtures import build_run
 
 from verl_asyncweb.compare import metric_names as M
 from verl_asyncweb.compare.cli import main
-from verl_asyncweb.compare.plots import PLOT_METRICS, plot_filename
+from verl_asyncweb.compare.plots import PLOT_METRICS, plot_filename, wall_series
 from verl_asyncweb.compare.runs import load_run, read_metrics, unique_names
 from verl_asyncweb.compare.table import TABLE_ROWS, build_table, format_number, render_markdown
 
@@ -141,6 +141,8 @@ def test_held_out_evaluations_of_the_start_and_checkpoints_are_compared_per_temp
     assert runs[0].series(success) == [(0, 0.35), (2, 0.6), (4, 0.55)]
     assert runs[0].series("eval/held-out_T1/success_rate") == [(4, 0.3)]
     assert runs[1].series(success) == [(0, 0.35), (2, 0.05)]
+    # The starting model is drawn at 0 h, each checkpoint at its step's wall time (60 s per step, +5 s for seed 1).
+    assert wall_series(runs[0], success) == [(0.0, 0.35), (125 / 3600, 0.6), (245 / 3600, 0.55)]
     assert any("global_step_4/eval_held-out_T0.7.json" in w for w in runs[1].warnings)
     assert (runs[0].variant, runs[1].variant) == (
         "step_norm=traj estimator=grpo loss_mode=decoupled_ppo",

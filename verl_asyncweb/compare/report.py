@@ -8,7 +8,7 @@ from pathlib import Path
 
 from verl_asyncweb.compare.plots import PLOT_METRICS, write_plots
 from verl_asyncweb.compare.runs import Run
-from verl_asyncweb.compare.table import TABLE_ROWS, build_table, render_csv, render_markdown, render_terminal
+from verl_asyncweb.compare.table import build_table, render_csv, render_markdown, render_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +54,7 @@ def write_comparison(runs: list[Run], out_dir: str | Path) -> ComparisonReport:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = build_table(runs)
-    held_out = tuple(dict.fromkeys(row.metric for row in table.rows if row not in TABLE_ROWS))
-    plots = write_plots(runs, out / "plots", (*PLOT_METRICS, *held_out))
+    plots = write_plots(runs, out / "plots", tuple(dict.fromkeys((*PLOT_METRICS, *(row.metric for row in table.rows)))))
     table.notes.extend(plots.notes)
     md_path, csv_path = out / "table.md", out / "table.csv"
     md_path.write_text(render_markdown(table), encoding="utf-8")
