@@ -28,7 +28,7 @@ from pathlib import Path
 from verl_asyncweb.bench.e2e import run_sampled
 from verl_asyncweb.compare.metric_names import WALL_S
 from verl_asyncweb.compare.runs import metrics_files, read_metrics
-from verl_asyncweb.learning.evaluate import checkpoint_steps
+from verl_asyncweb.learning.evaluate import checkpoint_steps, output_file
 from verl_asyncweb.run_folder import RunFolder
 
 ARMS = {
@@ -63,7 +63,7 @@ def _evaluate(path: Path, instances: int, temperature: float, log: Path, step: i
     """Held-out evaluation of a model folder, or of checkpoint ``step`` of a run folder; a result already written
     (next to that checkpoint) is reused."""
     folder = path / f"global_step_{step}" if step is not None else path
-    out = folder / f"eval_held-out_T{temperature:g}.json"
+    out = output_file(folder, "held-out", temperature)
     if not out.exists():
         _python(
             "verl_asyncweb.evaluate",

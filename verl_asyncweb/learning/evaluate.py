@@ -59,12 +59,17 @@ def checkpoint_model(run_dir: Path, step: int | None = None) -> Path:
     )
 
 
+def output_file(folder: Path, seeds: str, temperature: float) -> Path:
+    """The evaluation file of ``seeds`` at ``temperature`` in ``folder`` (a checkpoint's or a model's folder)."""
+    return folder / f"eval_{seeds}_T{temperature:g}.json"
+
+
 def default_output(result: dict[str, Any]) -> Path:
     """Where an evaluation is written by default: a run folder's goes next to its checkpoint (one file per step, so
     a run that goes on never reuses an older step's figures), a model folder's into that folder."""
     model = Path(result["model"])
     folder = model.parent.parent if result["run_dir"] else model
-    return folder / f"eval_{result['seeds']}_T{result['temperature']:g}.json"
+    return output_file(folder, result["seeds"], result["temperature"])
 
 
 PROMPT_SETTINGS = ("observation", "system_prompt", "click_target", "max_element_lines")
