@@ -379,10 +379,12 @@ def shell_command(words: list[str], width: int = 100) -> str:
 def resume_argv(argv: list[str]) -> list[str]:
     """The job's overrides as a resume command needs them: a ``trainer.resume_mode`` other than verl's ``auto`` (a
     run started with ``resume_mode=disable`` would start over) becomes ``auto``, which resumes from the latest
-    checkpoint in the run folder."""
-    return [
+    checkpoint in the run folder; a key given more than once keeps only its last value (the one Hydra applied)."""
+    words = [
         "trainer.resume_mode=auto" if word.lstrip("+~").startswith("trainer.resume_mode=") else word for word in argv
     ]
+    last = {word.split("=", 1)[0].lstrip("+~"): i for i, word in enumerate(words)}
+    return [word for i, word in enumerate(words) if last[word.split("=", 1)[0].lstrip("+~")] == i]
 
 
 def format_summary(summary: dict, steps: dict[int, dict], run_root: Path, command: str) -> str:

@@ -104,6 +104,12 @@ def test_resume_command_resumes_a_run_that_was_started_with_resume_disabled():
     assert resume_argv(["recipe=cpu_smoke"]) == ["recipe=cpu_smoke"]  # the recipes' own mode is auto
 
 
+def test_resume_command_keeps_the_last_value_of_a_repeated_key():
+    # bench learning passes trainer.save_freq, then the user's --set of it: the resume command keeps the one applied.
+    repeated = ["recipe=laptop_learning", "trainer.save_freq=20", "x.y=1", "trainer.save_freq=10"]
+    assert resume_argv(repeated) == ["recipe=laptop_learning", "x.y=1", "trainer.save_freq=10"]
+
+
 def test_quiet_console_sends_library_logs_and_warnings_to_the_run_folder(tmp_path, capsys):
     console = ConsoleLogging(verbose=False)
     console.install()
