@@ -92,3 +92,36 @@ def test_the_bench_passes_its_demonstrated_tasks_and_overrides_to_the_demonstrat
     assert chosen.overrides == overrides
     default = build_parser().parse_args(demos_args(40, tmp_path, None, overrides))
     assert default.tasks is None and default.overrides == overrides  # the recipe's training tasks
+
+
+def test_a_model_folder_is_evaluated_with_the_overrides_and_a_run_folder_with_its_own_config(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    _, cfg, _ = resolve(tmp_path / "model", "laptop_learning", overrides=["asyncweb.agent.max_steps=3"])
+    assert cfg.asyncweb.agent.max_steps == 3
+    assert resolve(tmp_path / "model", "laptop_learning")[1].asyncweb.agent.max_steps == 1
+    run_dir = _run_with_checkpoints(tmp_path / "run", [10])
+    with pytest.raises(ValueError, match="evaluated with the config it trained with"):
+        resolve(run_dir, "laptop_learning", overrides=["asyncweb.agent.max_steps=3"])
+
+
+def test_the_bench_reuses_an_evaluation_only_when_it_ran_with_the_same_overrides(tmp_path, monkeypatch):
+    from verl_asyncweb.bench import learning
+
+    calls = []
+
+    def fake_evaluate_command(*args, log):
+        calls.append(args)
+        out = next(arg.split("=", 1)[1] for arg in args if arg.startswith("--out="))
+        overrides = [arg.split("=", 1)[1] for arg in args if arg.startswith("--set=")]
+        (tmp_path / out).write_text(json.dumps({"success": 0.5, "overrides": overrides}))
+
+    monkeypatch.setattr(learning, "_python", fake_evaluate_command)
+    (tmp_path / "model").mkdir()
+    log = tmp_path / "eval.log"
+    assert learning._evaluate(tmp_path / "model", 10, 0.7, log)["overrides"] == []
+    learning._evaluate(tmp_path / "model", 10, 0.7, log)
+    assert len(calls) == 1, "the same evaluation again is read from its file"
+    result = learning._evaluate(tmp_path / "model", 10, 0.7, log, overrides=["asyncweb.agent.max_steps=3"])
+    assert len(calls) == 2 and result["overrides"] == ["asyncweb.agent.max_steps=3"]
+    assert "--set=asyncweb.agent.max_steps=3" in calls[1]

@@ -59,18 +59,21 @@ def demos_args(instances: int, out: Path, tasks: str | None, overrides: list[str
     return [f"--instances={instances}", f"--out={out}", *([f"--tasks={tasks}"] if tasks else []), *overrides]
 
 
-def _evaluate(path: Path, instances: int, temperature: float, log: Path, step: int | None = None) -> dict:
-    """Held-out evaluation of a model folder, or of checkpoint ``step`` of a run folder; a result already written
-    (next to that checkpoint) is reused."""
+def _evaluate(
+    path: Path, instances: int, temperature: float, log: Path, step: int | None = None, overrides: list[str] = ()
+) -> dict:
+    """Held-out evaluation of a model folder (with the recipe ``overrides``), or of checkpoint ``step`` of a run
+    folder; a result already written (next to that checkpoint) with the same overrides is reused."""
     folder = path / f"global_step_{step}" if step is not None else path
     out = output_file(folder, "held-out", temperature)
-    if not out.exists():
+    if not out.exists() or json.loads(out.read_text()).get("overrides", []) != list(overrides):
         _python(
             "verl_asyncweb.evaluate",
             str(path),
             *([f"--step={step}"] if step is not None else []),
             f"--instances={instances}",
             f"--temperature={temperature}",
+            *(f"--set={override}" for override in overrides),
             f"--out={out}",
             log=log,
         )
@@ -246,7 +249,9 @@ def main(argv: list[str]) -> int:
         )
     manifest = json.loads((demos / "manifest.json").read_text())
     warm = json.loads((model / "warm_start.json").read_text())
-    before = _evaluate(model, args.eval_instances, args.temperature, args.out / "eval_warm_start.log")
+    before = _evaluate(
+        model, args.eval_instances, args.temperature, args.out / "eval_warm_start.log", overrides=args.set
+    )
     record = {
         "demo_episodes": manifest["episodes"],
         "demo_steps": manifest["steps"],

@@ -18,6 +18,7 @@ import json
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,25 +77,30 @@ PROMPT_SETTINGS = ("observation", "system_prompt", "click_target", "max_element_
 """``asyncweb.agent`` keys that shape the prompt and the action form: a warm start is evaluated with its own."""
 
 
-def resolve(path: Path, recipe: str, step: int | None = None) -> tuple[Path, DictConfig, Path | None]:
+def resolve(
+    path: Path, recipe: str, step: int | None = None, overrides: Sequence[str] = ()
+) -> tuple[Path, DictConfig, Path | None]:
     """``(model folder, trainer config, run folder or None)`` for a run folder (checkpoint ``step``, else the
     newest) or a model folder.
 
-    A model folder gets the recipe's settings, except that a warm start keeps the prompt settings its
-    demonstrations were recorded with (:data:`PROMPT_SETTINGS`): it was trained to answer those prompts.
+    A model folder gets the recipe's settings with ``overrides`` (``key=value``), except that a warm start keeps
+    the prompt settings its demonstrations were recorded with (:data:`PROMPT_SETTINGS`): it was trained to answer
+    those prompts. A run folder is evaluated with the config it trained with.
     """
     if (path / "config.json").is_file():
         if step is not None:
             raise ValueError(f"--step picks a checkpoint of a run folder; {path} is a model folder")
         from verl_asyncweb.main import load_config
 
-        cfg, _ = load_config([f"recipe={recipe}"])
+        cfg, _ = load_config([f"recipe={recipe}", *overrides])
         for key, value in demo_prompt_settings(path).items():
             if cfg.asyncweb.agent[key] != value:
                 logger.warning("%s: asyncweb.agent.%s=%s as in its demonstrations", path, key, value)
                 cfg.asyncweb.agent[key] = value
         return path, cfg, None
     if (path / "config.yaml").is_file():
+        if overrides:
+            raise ValueError(f"{path} is a run folder, evaluated with the config it trained with: --set is for a model")
         return checkpoint_model(path, step), OmegaConf.load(path / "config.yaml"), path
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
@@ -277,6 +283,7 @@ def evaluate(
     instances: int = 10,
     temperature: float = 1.0,
     step: int | None = None,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Evaluate a run folder's checkpoint (``step``, else the newest) or a model folder; see the module docstring."""
     import ray
@@ -284,7 +291,7 @@ def evaluate(
     from verl_asyncweb.config.schema import AsyncWebConfig
     from verl_asyncweb.task_dataset import load_task_sources
 
-    model_dir, cfg, run_dir = resolve(Path(path), recipe, step)
+    model_dir, cfg, run_dir = resolve(Path(path), recipe, step, overrides)
     asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     if seeds not in SEED_SPLITS:
         raise ValueError(f"--seeds must be one of {list(SEED_SPLITS)}, got {seeds!r}")
@@ -298,7 +305,13 @@ def evaluate(
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     reports = asyncio.run(run_episodes(cfg, model_dir, tasks, temperature))
     result = summarize(reports, tasks, temperature, time.time() - started)
-    result.update(model=str(model_dir), run_dir=str(run_dir) if run_dir else None, seeds=seeds, tasks=specs)
+    result.update(
+        model=str(model_dir),
+        run_dir=str(run_dir) if run_dir else None,
+        seeds=seeds,
+        tasks=specs,
+        overrides=list(overrides),
+    )
     return result
 
 
@@ -307,6 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", help="a run folder (its latest checkpoint) or a model folder")
     parser.add_argument("--step", type=int, default=None, help="a run folder's checkpoint global_step_STEP")
     parser.add_argument("--recipe", default="laptop_learning", help="agent/env settings for a model folder")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override of the recipe for a model folder (repeatable), e.g. asyncweb.agent.max_steps=3",
+    )
     parser.add_argument("--tasks", nargs="+", default=None, help="MiniWoB++ task sources (default: the run's)")
     parser.add_argument("--seeds", default="held-out", choices=sorted(SEED_SPLITS))
     parser.add_argument("--instances", type=int, default=10, help="held-out instances per task")
@@ -323,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     # Importing verl loads this plugin (see verl_asyncweb.main).
     import verl  # noqa: F401
 
-    result = evaluate(args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature, args.step)
+    result = evaluate(
+        args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature, args.step, args.set
+    )
     out = Path(args.out) if args.out else default_output(result)
     out.write_text(json.dumps(result, indent=1))
     print(format_table(result))
