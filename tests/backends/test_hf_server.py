@@ -185,3 +185,29 @@ def test_images_are_processed_with_the_prompts_mm_processor_kwargs(server):
     assert pixels.shape[0] == int(grid.prod())
     with pytest.raises(ValueError, match="same data.mm_processor_kwargs"):
         rebuild_pixels(server.processor.image_processor, images, grid, {})
+
+
+def test_hf_replicas_seed_their_sampling_from_the_rollout_seed_as_verls_servers_do(tiny_model_path):
+    from omegaconf import OmegaConf
+    from verl.workers.config import RolloutConfig
+
+    from verl_asyncweb.backends.hf_replica import HFReplica
+
+    model = OmegaConf.create({"_target_": "verl.workers.config.HFModelConfig", "path": str(tiny_model_path)})
+    seeds = [
+        HFReplica(rank, RolloutConfig(name="hf", seed=7, prompt_length=64, response_length=32), model, gpus_per_node=1)
+        .get_ray_class_with_init_args()
+        .kwargs["server_kwargs"]["seed"]
+        for rank in (0, 1)
+    ]
+    assert seeds == [7, 8]
+
+
+def test_evaluation_samples_with_the_runs_rollout_seed(tiny_model_path):
+    from omegaconf import OmegaConf
+
+    from verl_asyncweb.learning.evaluate import local_server
+
+    rollout = {"seed": 5, "prompt_length": 64, "response_length": 32}
+    server = local_server(OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}}), tiny_model_path)
+    assert server.generator.initial_seed() == 5

@@ -86,7 +86,8 @@ class HFReplica(RolloutReplica):
                 "model_path": _local_model_path(self.model_config),
                 "response_length": self.config.response_length,
                 "max_model_len": max_model_len,
-                "seed": self.replica_rank,
+                # verl's vLLM and SGLang servers seed their sampling the same way.
+                "seed": self.config.seed + self.replica_rank,
             },
         )
 

@@ -156,11 +156,14 @@ class LocalServerManager:
 
 
 def local_server(cfg: DictConfig, model_dir: Path):
-    """An in-process HF rollout server for ``model_dir`` with the run's prompt and response lengths."""
+    """An in-process HF rollout server for ``model_dir`` with the run's prompt and response lengths and sampling
+    seed (``actor_rollout_ref.rollout.seed``)."""
     from verl_asyncweb.backends.hf_server import HFRolloutServer
 
     rollout = cfg.actor_rollout_ref.rollout
-    return HFRolloutServer(str(model_dir), rollout.response_length, rollout.prompt_length + rollout.response_length)
+    return HFRolloutServer(
+        str(model_dir), rollout.response_length, rollout.prompt_length + rollout.response_length, seed=rollout.seed
+    )
 
 
 def agent_loop_kwargs(cfg: DictConfig, model_dir: Path, server_manager: Any) -> dict[str, Any]:
