@@ -20,7 +20,7 @@ from verl_asyncweb.agent.prompts import element_targets
 from verl_asyncweb.agent.response import parse_response
 from verl_asyncweb.config.schema import AsyncWebConfig
 from verl_asyncweb.learning.demos import load_demos, record_demos
-from verl_asyncweb.learning.evaluate import agent_loop_kwargs, evaluate
+from verl_asyncweb.learning.evaluate import agent_loop_kwargs, demo_prompt_settings, evaluate, trained_instances
 from verl_asyncweb.learning.splits import HELD_OUT_SEED
 from verl_asyncweb.learning.warm_start import prompt_builder, step_sample, warm_start
 from verl_asyncweb.main import load_config
@@ -113,6 +113,8 @@ def test_warm_start_lowers_the_loss_and_writes_a_loadable_checkpoint(demos, tiny
     assert record["demo_steps"] == 4 and record["demo_episodes"] == 4 and len(record["losses"]) == 6
     assert record["loss_last"] < record["loss_first"]
     assert (tmp_path / "model" / "config.json").is_file() and (tmp_path / "model" / "warm_start.json").is_file()
+    copied = json.loads((tmp_path / "model" / "demos_manifest.json").read_text())
+    assert copied == json.loads((out / "manifest.json").read_text()), "the folder carries what it was trained on"
 
 
 def test_evaluate_runs_held_out_instances_with_the_web_agent_loop(
@@ -140,6 +142,25 @@ def test_evaluate_refuses_a_model_trained_on_held_out_instances(tmp_path, learni
     (model_dir / "warm_start.json").write_text(json.dumps({"demos": str(demos_dir)}))
     with pytest.raises(ValueError, match="1 held-out instances were also used for training"):
         evaluate(model_dir, task_specs=["miniwob:click-test"], instances=3)
+
+
+def test_a_copied_warm_start_is_checked_against_its_own_copy_of_the_demonstrations(tmp_path, caplog):
+    held_out = load_task_sources(["miniwob:click-test"], seed=HELD_OUT_SEED, miniwob_instances=1)[0]
+    model_dir = tmp_path / "copied_warm_start"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    (model_dir / "warm_start.json").write_text(json.dumps({"demos": str(tmp_path / "gone")}))
+    agent = {"observation": "screenshot+elements", "click_target": "element"}
+    manifest = {"instances": [["click-test", held_out.seed]], "agent": agent}
+    (model_dir / "demos_manifest.json").write_text(json.dumps(manifest))
+    assert trained_instances(model_dir, None) == {("click-test", held_out.seed)}
+    assert demo_prompt_settings(model_dir)["click_target"] == "element"
+    with pytest.raises(ValueError, match="1 held-out instances were also used for training"):
+        evaluate(model_dir, task_specs=["miniwob:click-test"], instances=3)
+    (model_dir / "demos_manifest.json").unlink()
+    with caplog.at_level("WARNING"):
+        assert trained_instances(model_dir, None) == set()
+    assert "held-out instances are not checked" in caplog.text
 
 
 def test_held_out_instances_never_meet_the_learning_recipes_training_instances(learning_config):

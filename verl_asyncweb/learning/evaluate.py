@@ -105,25 +105,43 @@ def resolve(
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
 
+def demo_manifest(model_dir: Path) -> dict[str, Any] | None:
+    """The manifest of the demonstrations behind a warm start: its own copy, else the one in the demonstrations
+    folder it names (warm starts written before the copy); None for any other model folder, with a warning when a
+    warm start's manifest is nowhere (its held-out instances cannot be checked against the demonstrations)."""
+    from verl_asyncweb.learning.demos import MANIFEST_FILE
+    from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE, WARM_START_FILE
+
+    record = model_dir / WARM_START_FILE
+    if not record.is_file():
+        return None
+    for manifest in (model_dir / DEMOS_MANIFEST_FILE, Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE):
+        if manifest.is_file():
+            return json.loads(manifest.read_text())
+    logger.warning(
+        "%s: the manifest of its demonstrations is missing (%s, %s): held-out instances are not checked against "
+        "them, and the prompt settings are the recipe's",
+        model_dir,
+        DEMOS_MANIFEST_FILE,
+        json.loads(record.read_text())["demos"],
+    )
+    return None
+
+
 def demo_prompt_settings(model_dir: Path) -> dict[str, Any]:
     """The prompt settings of the demonstrations behind a warm start (empty for any other model folder)."""
     from verl_asyncweb.agent.config import AgentConfig
-    from verl_asyncweb.learning.demos import MANIFEST_FILE
-    from verl_asyncweb.learning.warm_start import WARM_START_FILE
 
-    record = model_dir / WARM_START_FILE
-    manifest = Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE if record.is_file() else None
-    if manifest is None or not manifest.is_file():
+    manifest = demo_manifest(model_dir)
+    if manifest is None:
         return {}
-    recorded = json.loads(manifest.read_text()).get("agent", {})
+    recorded = manifest.get("agent", {})
     return {key: recorded.get(key, getattr(AgentConfig(), key)) for key in PROMPT_SETTINGS}
 
 
 def trained_instances(model_dir: Path, run_dir: Path | None) -> set[tuple[str, int]]:
     """Keys of every instance the model was trained on that we can see: the run's task data and its warm start's
     demonstrations (see :func:`~verl_asyncweb.learning.splits.instance_keys`)."""
-    from verl_asyncweb.learning.demos import MANIFEST_FILE
-    from verl_asyncweb.learning.warm_start import WARM_START_FILE
     from verl_asyncweb.task_dataset import task_from_json
 
     seen: set[tuple[str, int]] = set()
@@ -136,11 +154,9 @@ def trained_instances(model_dir: Path, run_dir: Path | None) -> set[tuple[str, i
             seen |= instance_keys(task_from_json(row["task"]) for row in pd.read_parquet(train)["extra_info"])
         candidates.append(Path(OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref.model.path))
     for folder in candidates:
-        record = folder / WARM_START_FILE
-        if record.is_file():
-            manifest = Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE
-            if manifest.is_file():
-                seen |= {(name, seed) for name, seed in json.loads(manifest.read_text())["instances"]}
+        manifest = demo_manifest(folder)
+        if manifest is not None:
+            seen |= {(name, seed) for name, seed in manifest["instances"]}
     return seen
 
 

@@ -9,7 +9,9 @@ tokenises it (the processor's chat template with the generation prompt, the proc
 response tokens (plus ``<|im_end|>``) are the labels, and the loss is the token-mean cross-entropy of a batch
 of step-samples. The warm start can be left deliberately partial (``--steps``): the learning recipe measures
 what RL adds on top of it. The output folder is a complete HF checkpoint (weights, processor) plus
-``warm_start.json`` (demonstrations, steps, loss curve, time).
+``warm_start.json`` (demonstrations, steps, loss curve, time) and a copy of the demonstrations' manifest
+(:data:`DEMOS_MANIFEST_FILE`: their instances and prompt settings), so that the folder alone says what it was
+trained on wherever it is copied.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import json
 import logging
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,8 @@ from verl_asyncweb.learning.demos import MANIFEST_FILE, load_demos
 logger = logging.getLogger(__name__)
 
 WARM_START_FILE = "warm_start.json"
+DEMOS_MANIFEST_FILE = "demos_manifest.json"
+"""The demonstrations' manifest, copied into the warm start's folder."""
 
 
 def prompt_builder(processor: Any, model_type: str) -> Any:
@@ -156,6 +161,8 @@ def warm_start(
         "train_s": round(time.time() - started, 1),
     }
     (out_dir / WARM_START_FILE).write_text(json.dumps(record, indent=1))
+    if manifest_path.exists():
+        shutil.copyfile(manifest_path, out_dir / DEMOS_MANIFEST_FILE)
     return record
 
 
