@@ -23,6 +23,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import run_sampled
@@ -60,7 +61,7 @@ def demos_args(instances: int, out: Path, tasks: str | None, overrides: list[str
 
 
 def _evaluate(
-    path: Path, instances: int, temperature: float, log: Path, step: int | None = None, overrides: list[str] = ()
+    path: Path, instances: int, temperature: float, log: Path, step: int | None = None, overrides: Sequence[str] = ()
 ) -> dict:
     """Held-out evaluation of a model folder (with the recipe ``overrides``), or of checkpoint ``step`` of a run
     folder; a result already written (next to that checkpoint) with the same overrides is reused."""

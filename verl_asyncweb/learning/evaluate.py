@@ -115,7 +115,8 @@ def demo_manifest(model_dir: Path) -> dict[str, Any] | None:
     record = model_dir / WARM_START_FILE
     if not record.is_file():
         return None
-    for manifest in (model_dir / DEMOS_MANIFEST_FILE, Path(json.loads(record.read_text())["demos"]) / MANIFEST_FILE):
+    demos = json.loads(record.read_text())["demos"]
+    for manifest in (model_dir / DEMOS_MANIFEST_FILE, Path(demos) / MANIFEST_FILE):
         if manifest.is_file():
             return json.loads(manifest.read_text())
     logger.warning(
@@ -123,7 +124,7 @@ def demo_manifest(model_dir: Path) -> dict[str, Any] | None:
         "them, and the prompt settings are the recipe's",
         model_dir,
         DEMOS_MANIFEST_FILE,
-        json.loads(record.read_text())["demos"],
+        demos,
     )
     return None
 
