@@ -363,6 +363,10 @@ class ScreenshotClient:
                 self._reset_after_death(exc)
         raise AssertionError("unreachable")
 
+    def start(self) -> None:
+        """Acquire (or ask Ray to create) the store without waiting for it to be up; :meth:`connect` waits."""
+        _ = self.handle
+
     def connect(self) -> str:
         """Acquire (or create) the store and return its current incarnation."""
         return self.current_incarnation()

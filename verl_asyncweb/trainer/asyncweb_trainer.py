@@ -10,12 +10,19 @@ subclass changes three named hooks:
 - ``on_train_begin`` / ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` no batch is prefetched and
   generation pauses while training (WebGym's way), resuming with the weight sync of ``on_step_end``;
 - ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step.
+
+and, for start-up, ``on_init_end`` / ``fit``: verl's first weight sync, which waits for the rollout servers to
+load, runs in the background while the task runner creates the agent-loop workers; ``fit`` waits for it before
+anything is rolled out.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
 import transfer_queue as tq
@@ -59,9 +66,24 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self._pixel_builders: list | None = None
         from verl_asyncweb.agent.screenshots import ScreenshotClient
 
-        # Created here, in the long-lived trainer process, so that the store lives as long as the job.
+        # Created here, in the long-lived trainer process, so that the store lives as long as the job; it starts
+        # while verl sets up its workers, and on_init_end waits for it.
         self.screenshots = ScreenshotClient.from_config(self.asyncweb.agent)
+        self.screenshots.start()
+        self._initial_sync: Future | None = None
+
+    # ------------------------------------------------------------------ start-up
+
+    def on_init_end(self):
+        """verl's first weight sync (after the checkpoint, if any, is loaded) waits for the rollout servers to load;
+        it runs in the background, so that the agent-loop workers the task runner creates next start meanwhile."""
         self.screenshots.connect()
+        self._initial_sync = _start_in_background(super().on_init_end, name="initial-weight-sync")
+
+    def fit(self, agent_loop_manager):
+        if self._initial_sync is not None:
+            self._initial_sync.result()  # re-raises the sync's error
+        super().fit(agent_loop_manager)
 
     def _build_replay_buffer(self):
         replay_buffer = super()._build_replay_buffer()
@@ -177,3 +199,17 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
             earlier = RunFolder(Path(self.config.trainer.default_local_dir)).read_metrics()
             self._resumed_wall_s = float(earlier.get(global_steps - 1, {}).get(names.WALL_S, 0.0))
         return self._resumed_wall_s + time.time() - self._started_at
+
+
+def _start_in_background(call: Callable[[], object], name: str) -> Future:
+    """Run ``call`` in a daemon thread (a hung call cannot hold the process at exit); its future has the result."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future

@@ -1,0 +1,82 @@
+"""The trainer's start-up overlap: verl's first weight sync runs while the agent-loop workers are created, and
+``fit`` starts nothing before it has finished (or raises its error)."""
+
+import threading
+import time
+
+import pytest
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
+
+from verl_asyncweb.trainer.asyncweb_trainer import AsyncWebTrainer
+
+SYNC_S = 0.5
+
+
+class _Screenshots:
+    def __init__(self) -> None:
+        self.connected = False
+
+    def connect(self) -> str:
+        self.connected = True
+        return "incarnation"
+
+
+class _CheckpointManager:
+    """verl's standalone checkpoint manager as ``on_init_end`` uses it: ``update_weights`` takes a while."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.synced_at: float | None = None
+
+    def update_weights(self, global_steps: int) -> None:
+        time.sleep(SYNC_S)
+        if self.error is not None:
+            raise self.error
+        self.synced_at = time.monotonic()
+
+
+def _trainer(checkpoint_manager: _CheckpointManager) -> AsyncWebTrainer:
+    # Only the attributes verl's on_init_end and our start-up hooks read; __init__ needs a cluster.
+    trainer = AsyncWebTrainer.__new__(AsyncWebTrainer)
+    trainer.screenshots = _Screenshots()
+    trainer.standalone_checkpoint_manager = checkpoint_manager
+    trainer._enable_hybrid_replicas = False
+    trainer.global_steps = 0
+    trainer._initial_sync = None
+    return trainer
+
+
+@pytest.fixture
+def parent_fit(monkeypatch):
+    calls: list[float] = []
+    monkeypatch.setattr(PPOTrainerSeparateAsync, "fit", lambda self, manager: calls.append(time.monotonic()))
+    return calls
+
+
+def test_on_init_end_returns_before_the_first_weight_sync_and_fit_waits_for_it(parent_fit):
+    manager = _CheckpointManager()
+    trainer = _trainer(manager)
+    started = time.monotonic()
+    trainer.on_init_end()
+    assert time.monotonic() - started < SYNC_S / 2  # the task runner goes on to create the agent-loop workers
+    assert trainer.screenshots.connected
+    assert manager.synced_at is None
+    trainer.fit(agent_loop_manager=None)
+    assert manager.synced_at is not None and len(parent_fit) == 1
+    assert parent_fit[0] >= manager.synced_at  # nothing is rolled out before the servers have the weights
+
+
+def test_fit_raises_the_weight_sync_error_and_starts_nothing(parent_fit):
+    trainer = _trainer(_CheckpointManager(error=RuntimeError("replica 0 failed to load")))
+    trainer.on_init_end()
+    with pytest.raises(RuntimeError, match="replica 0 failed to load"):
+        trainer.fit(agent_loop_manager=None)
+    assert parent_fit == []
+
+
+def test_the_weight_sync_thread_does_not_hold_the_process_at_exit(parent_fit):
+    trainer = _trainer(_CheckpointManager())
+    trainer.on_init_end()
+    sync_threads = [thread for thread in threading.enumerate() if thread.name == "initial-weight-sync"]
+    assert sync_threads and all(thread.daemon for thread in sync_threads)
+    trainer.fit(agent_loop_manager=None)
