@@ -79,14 +79,26 @@ def _registration_checks_in_worker(cpu: bool) -> list[Check]:
     return registration_checks(cpu)
 
 
-def worker_registration_checks(cpu: bool, timeout_s: float = 120.0) -> list[Check]:
-    """The same lookups inside a Ray worker process (Ray must be initialised)."""
+def start_worker_registration_checks(cpu: bool):
+    """Start the same lookups inside a Ray worker process (Ray must be initialised); returns their object ref."""
     import ray
 
     # max_calls=1: the worker exits afterwards instead of idling for the job's lifetime with torch and verl loaded.
     remote = ray.remote(num_cpus=0, max_calls=1)(_registration_checks_in_worker)
-    checks = ray.get(remote.remote(cpu), timeout=timeout_s)
+    return remote.remote(cpu)
+
+
+def collect_worker_registration_checks(ref, timeout_s: float = 120.0) -> list[Check]:
+    """The checks :func:`start_worker_registration_checks` started, once the worker has run them."""
+    import ray
+
+    checks = ray.get(ref, timeout=timeout_s)
     return [Check(f"{c.name} (in a Ray worker)", c.ok, c.detail, c.fix) for c in checks]
+
+
+def worker_registration_checks(cpu: bool, timeout_s: float = 120.0) -> list[Check]:
+    """The same lookups inside a Ray worker process (Ray must be initialised)."""
+    return collect_worker_registration_checks(start_worker_registration_checks(cpu), timeout_s)
 
 
 def environment_checks() -> list[Check]:
@@ -252,15 +264,20 @@ def main(argv: list[str] | None = None) -> int:
     cpu = args.platform == "cpu"
     if cpu:
         os.environ.setdefault("VERL_PLATFORM", "cpu")
-    checks = registration_checks(cpu) + environment_checks() + ([] if cpu else gpu_checks())
-    checks += recipe_checks(args.recipe_dir)
+    in_worker = None
     if not args.no_ray:
         import ray
 
         ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": _worker_env()}, log_to_driver=False)
-        try:
-            checks += worker_registration_checks(cpu)
-        finally:
+        # The worker imports verl while this process does the same for the checks below.
+        in_worker = start_worker_registration_checks(cpu)
+    try:
+        checks = registration_checks(cpu) + environment_checks() + ([] if cpu else gpu_checks())
+        checks += recipe_checks(args.recipe_dir)
+        if in_worker is not None:
+            checks += collect_worker_registration_checks(in_worker)
+    finally:
+        if in_worker is not None:
             ray.shutdown()
     print(format_report(checks))
     failed = [c for c in checks if not c.ok]

@@ -46,6 +46,21 @@ def test_ray_worker_is_another_process(ray_cluster):
     assert worker_pid != os.getpid()
 
 
+def test_doctor_with_ray_runs_every_check_in_a_worker_too():
+    # The worker's checks start before the driver's own (both import verl); the report still holds all of them.
+    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+    doctor = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.doctor"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-3000:]
+    lines = doctor.stdout.splitlines()
+    driver = {line for line in lines if line.startswith("[ok  ] ") and "(in a Ray worker)" not in line}
+    in_worker = {line.removesuffix(" (in a Ray worker)") for line in lines if line.endswith("(in a Ray worker)")}
+    assert len(in_worker) == len(registration_checks(cpu=True)) > 0
+    assert in_worker <= driver  # the worker found every registration the driver did
+    assert lines[-1] == f"{len(driver) + len(in_worker)} ok, 0 failed"
+
+
 def test_plugin_loading_off_means_no_registrations_and_doctor_fails_clearly():
     env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none", "VERL_PLATFORM": "cpu"}
     probe = (
