@@ -52,11 +52,17 @@ def _chromium_descendants(pid: int) -> list[psutil.Process]:
     return found
 
 
-TOTAL_STEPS = 4
+TOTAL_STEPS = 6
+LAST_STEP_TO_KILL_AFTER = TOTAL_STEPS - 2
+"""A SIGKILL a few seconds after this step's checkpoint still comes before the run's last step ends."""
 
 
 def _env_failures_logged(run_dir: Path) -> bool:
     return any(step.get("asyncweb/env_failures", 0) > 0 for step in read_steps(run_dir / "metrics.jsonl").values())
+
+
+def _evicted_samples(steps: dict[int, dict]) -> float:
+    return sum(step.get("training/rollout_failure/evicted_samples", 0) for step in steps.values())
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +87,10 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
         # Chaos: keep killing Chromium until failed episodes show up in the metrics (episodes in flight are hit).
         while True:
             steps = read_steps(metrics)  # one read: the failures and the step count describe the same lines
-            if any(step.get("asyncweb/env_failures", 0) > 0 for step in steps.values()):
+            failed_at = [step for step, data in steps.items() if data.get("asyncweb/env_failures", 0) > 0]
+            if failed_at:
                 break
-            if process.poll() is not None or max(steps) >= TOTAL_STEPS - 1:
+            if process.poll() is not None or max(steps) >= LAST_STEP_TO_KILL_AFTER - 1:
                 pytest.fail(f"no env failure counted after killing Chromium {killed} times")
             for chromium in _chromium_descendants(process.pid):
                 try:
@@ -92,7 +99,19 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
                 except psutil.NoSuchProcess:
                     pass  # a renderer that died with the browser killed just before it
             time.sleep(0.5)  # short enough that an episode in flight is hit
+
+        # The SIGKILL comes after a step that counted no failed episode: a group is restored from the checkpoint
+        # only if it had finished by then (one still in flight is re-issued whole), so by then the groups the kills
+        # failed have finished (verl evicts them, in this attempt or after the resume) and the checkpoint holds
+        # finished groups of episodes that ran after the kills, which the resumed attempt trains on.
+        def clean_step_logged() -> bool:
+            steps = read_steps(metrics)
+            return any(step > min(failed_at) and not data["asyncweb/env_failures"] for step, data in steps.items())
+
+        wait_for(clean_step_logged, process, RUN_TIMEOUT_S, "a step without failed episodes")
         saved = max(read_steps(metrics))
+        if saved > LAST_STEP_TO_KILL_AFTER:
+            pytest.fail(f"step {saved} ended before a step without failed episodes: too late for the SIGKILL")
         # The checkpoint of a step is written before its metrics line; give its files a moment to close.
         wait_for(lambda: (run_dir / f"global_step_{saved}").is_dir(), process, RUN_TIMEOUT_S, "the checkpoint")
         time.sleep(5)
@@ -163,9 +182,9 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
         assert "actor/pg_loss" in data and "actor/naive_clip_rate" in data
     assert any(d["asyncweb/policy_lag/max"] > 0 for d in every.values()), "samples older than the update are used"
     assert_every_step_metrics(every)
-    # verl itself evicted the groups whose episodes failed (not only our counters); a failure that came just before
-    # the SIGKILL is restored with the checkpoint's TransferQueue state and evicted by the resumed attempt.
-    evicted = sum(d.get("training/rollout_failure/evicted_samples", 0) for d in every.values())
+    # verl itself evicted the groups whose episodes failed (not only our counters): in the first attempt, or, for a
+    # group finished but not yet sampled at the checkpoint, restored with it and evicted by the resumed attempt.
+    evicted = _evicted_samples(every)
     assert evicted >= 1, "the groups hit by the Chromium kill were evicted by verl's replay buffer"
     overlap = [d["asyncweb/overlap/generation_during_update_s"] for d in every.values()]
     assert max(overlap) > 0, "rollout generates while the actor updates"
