@@ -85,7 +85,22 @@ class EpisodeWorker:
 
 
 def _chromium_under(process: psutil.Process) -> list[int]:
-    return sorted(p.pid for p in process.children(recursive=True) if "chrom" in p.name().lower())
+    return sorted(_chromium_owners(process, owner_pids=set()))
+
+
+def _chromium_owners(root: psutil.Process, owner_pids: set[int]) -> dict[int, int | None]:
+    """Each Chromium process under ``root`` with its nearest ancestor among ``owner_pids`` (None: no such ancestor).
+
+    Chromium starts and ends helper processes while it runs, so one snapshot is read, and a process that exits
+    while it is being looked at is left out."""
+    owners = {}
+    for process in root.children(recursive=True):
+        try:
+            if "chrom" in process.name().lower():
+                owners[process.pid] = next((p.pid for p in process.parents() if p.pid in owner_pids), None)
+        except psutil.NoSuchProcess:
+            pass
+    return owners
 
 
 def main() -> None:
@@ -125,7 +140,8 @@ def main() -> None:
             manager.generate_sequences(batch)
             dispatched.append(manager.dispatch.load())
         reports = ray.get([worker.report.remote() for worker in manager.agent_loop_workers], timeout=300)
-        every_chromium = _chromium_under(psutil.Process())  # the nodes' raylets are this process's children
+        # The nodes' raylets are this process's children: every Chromium process of the cluster, with its worker.
+        owners = _chromium_owners(psutil.Process(), owner_pids={report["pid"] for report in reports})
         ray.get([worker.close.remote() for worker in manager.agent_loop_workers], timeout=60)
         manager.watchdog.stop()
         print(
@@ -135,7 +151,7 @@ def main() -> None:
                     "browser_nodes": [node.node_id for node in browser_nodes],
                     "loads_after_each_dispatch": dispatched,
                     "workers": reports,
-                    "every_chromium": every_chromium,
+                    "chromium_owners": owners,
                 }
             )
         )
