@@ -3,17 +3,15 @@
 Rollout (agent-loop workers, ``hf``/vLLM servers, the browser pool) runs continuously next to training; verl's
 replay buffer applies the staleness bound eta (``asyncweb.staleness``, as verl's span threshold eta + 1), the
 trainer recomputes pi_prox before each update and syncs weights every ``parameter_sync_step`` updates. This
-subclass changes three named hooks:
+subclass changes these hooks:
 
 - ``_compute_advantage``: one advantage per trajectory (group = task, steps deduplicated by trajectory id)
   with the 1/|tau| or 1/k step normalizer, broadcast to every token of every step-sample;
 - ``on_train_begin`` / ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` no batch is prefetched and
   generation pauses while training (WebGym's way), resuming with the weight sync of ``on_step_end``;
-- ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step.
-
-and, for start-up, ``on_init_end`` / ``fit``: verl's first weight sync, which waits for the rollout servers to
-load, runs in the background while the task runner creates the agent-loop workers; ``fit`` waits for it before
-anything is rolled out.
+- ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step;
+- ``on_init_end`` / ``fit``: verl's first weight sync, which waits for the rollout servers to load, runs in the
+  background while the task runner creates the agent-loop workers; ``fit`` waits for it before any rollout.
 """
 
 from __future__ import annotations
