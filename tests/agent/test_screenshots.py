@@ -185,8 +185,9 @@ def test_client_put_get_roundtrip_and_handle_cached(client, ray_cluster):
 @pytest.mark.ray
 def test_client_start_creates_the_store_without_waiting_and_connect_finds_it(client, ray_cluster):
     client.start()
-    assert client.incarnation is None  # nothing waited for the store yet
-    handle = client.handle
+    handle = client._handle
+    assert handle is not None  # Ray was asked for the store ...
+    assert client.incarnation is None  # ... and nothing waited for it yet
     incarnation = client.connect()
     assert client.handle is handle  # connect used the store start() asked for
     assert ScreenshotClient(name=client.name, call_timeout_s=RAY_TIMEOUT_S).connect() == incarnation
