@@ -193,9 +193,13 @@ def check_gpus(cfg: DictConfig) -> None:
     """Stop at once when the Ray cluster has fewer GPUs than the recipe's pools ask for (verl would wait forever)."""
     import ray
 
+    from verl_asyncweb.backends.hf_replica import REPLICA_NAME as HF_REPLICA_NAME
+
     pools = {"trainer": cfg.trainer}
-    if not cfg.actor_rollout_ref.hybrid_engine:
-        pools["rollout"] = cfg.actor_rollout_ref.rollout
+    rollout = cfg.actor_rollout_ref.rollout
+    # The hf server runs on CPU and reserves no GPU (verl_asyncweb.backends.hf_replica).
+    if not cfg.actor_rollout_ref.hybrid_engine and rollout.name != HF_REPLICA_NAME:
+        pools["rollout"] = rollout
     needed = sum(pool.nnodes * pool.n_gpus_per_node for pool in pools.values())
     available = int(ray.cluster_resources().get("GPU", 0))
     if available < needed:

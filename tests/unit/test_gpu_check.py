@@ -22,6 +22,21 @@ def test_without_gpus_nothing_runs_and_the_missing_pieces_are_named(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_the_one_gpu_check_needs_a_gpu_but_not_vllm(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}
+    result = subprocess.run(
+        [sys.executable, "-m", "verl_asyncweb.gpu_check", "--one-gpu", "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "[FAIL] at least 1 CUDA device: 0 visible" in result.stdout
+    assert "vllm" not in result.stdout and "cupy" not in result.stdout
+    assert not (tmp_path / "run").exists()
+
+
 def test_episodes_of_a_killed_run_are_read_up_to_the_cut_line(tmp_path):
     from verl_asyncweb.gpu_check import read_episodes
 

@@ -248,6 +248,7 @@ RECIPE_TABLE = {
     "webgym_qwen3vl8b_async": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", True),
     "webgym_qwen3vl8b_sync": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
     "gpu_check": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "gpu_check_1gpu": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
 }
 
 

@@ -5,6 +5,10 @@ worker next to a separate server process; an ``hf`` replica is one process, :cla
 verl's checkpoint-engine worker (it receives the synced weights) and the server (generation requests are its
 actor methods). The weights go from the checkpoint engine into the model in place, without a second trip through
 Ray's object store, and the replica costs one process that imports torch and verl instead of two.
+
+The server computes on CPU, so its process asks Ray for a CPU and never for an accelerator: verl's standalone
+replicas reserve one GPU per rank, which on a GPU cluster would hold a GPU the server never uses (and on one GPU
+leave none for the trainer). ``rollout.nnodes x rollout.n_gpus_per_node`` counts hf server processes.
 """
 
 import logging
@@ -14,9 +18,10 @@ from typing import Any
 import ray
 import torch
 from verl.checkpoint_engine.base import CheckpointEngineWorker
-from verl.single_controller.ray import RayClassWithInitArgs
+from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+from verl.utils.device import get_device_name
 from verl.workers.rollout.base import BaseRollout
-from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry
+from verl.workers.rollout.replica import RolloutMode, RolloutReplica, RolloutReplicaRegistry
 from verl.workers.rollout.utils import ensure_async_iterator
 
 from .hf_server import HFRolloutServer
@@ -70,7 +75,29 @@ class HFRolloutWorker(CheckpointEngineWorker, HFRolloutServer):
 
 
 class HFReplica(RolloutReplica):
-    """One ``hf`` server per replica (``tensor_model_parallel_size`` must be 1 on CPU)."""
+    """One ``hf`` server per replica (``tensor_model_parallel_size`` must be 1), in a CPU-only process."""
+
+    async def init_standalone(self) -> None:
+        """verl's standalone start-up with a pool of CPU bundles: the server never takes an accelerator."""
+        self.rollout_mode = RolloutMode.STANDALONE
+        role = "reward_" if self.is_reward_model else "teacher_" if self.is_teacher_model else ""
+        suffix = f"{self.replica_rank}{self.name_suffix}"
+        self.resource_pool = RayResourcePool(
+            process_on_nodes=[self.gpus_per_replica_node] * self.nnodes,
+            use_gpu=False,
+            max_colocate_count=1,
+            name_prefix=f"rollout_pool_{role}{suffix}",
+        )
+        worker_group = RayWorkerGroup(
+            resource_pool=self.resource_pool,
+            ray_cls_with_init=self.get_ray_class_with_init_args(),
+            bin_pack=False,
+            name_prefix=f"rollout_{role}standalone_{suffix}",
+            use_gpu=False,
+            device_name=get_device_name(),
+        )
+        self.workers = worker_group.workers
+        await self.launch_servers()
 
     def get_ray_class_with_init_args(self) -> RayClassWithInitArgs:
         # verl builds the worker's server adapter from a private name table unless one is passed in; passing
