@@ -37,7 +37,7 @@ setup(
     packages=find_packages(include=["verl_asyncweb", "verl_asyncweb.*"]),
     package_data={
         "verl_asyncweb": [
-            "config/*.yaml",
+            "config/**/*.yaml",
             "recipes/*.yaml",
             "env/sites/**/*",
             "backends/corpus/*.txt",

@@ -48,7 +48,10 @@ def test_hf_replica_starts_beside_a_trainer_that_holds_the_only_gpu(tiny_model_p
     out = result.stdout
     assert result.returncode == 0, out + result.stderr[-4000:]
     assert "gpu_check_1gpu fits" in out
-    assert "gpu_check refused: recipe 'gpu_check' needs 2 GPUs (trainer 1x1 + rollout 1x1) but the Ray cluster has 1" in out
+    assert (
+        "gpu_check refused: recipe 'gpu_check' needs 2 GPUs (trainer 1x1 + rollout 1x1) but the Ray cluster has 1"
+        in out
+    )
     assert "bundles [{'CPU': 1.0}]" in out
     assert "free GPUs 0" in out  # the trainer's, still held; the replica took none
     assert "generated 4 completed" in out

@@ -67,3 +67,49 @@ def test_gpu_extra_brings_vllm_and_what_the_nccl_weight_sync_imports():
     assert {"vllm", "cupy-cu130"} <= verl.extras and verl.specifier.contains("0.9.1")
     cupy = requirements("verl", "cupy-cu130")
     assert any(name.startswith("cupy") for name in cupy), cupy
+
+
+def test_the_wheel_ships_every_data_file_of_the_source_tree(tmp_path):
+    # Found by the offline bundle's first non-editable install: config/asyncweb/default.yaml was left out of the
+    # wheel, so no recipe composed ("Could not find 'asyncweb/default'"); editable installs read the source tree.
+    import subprocess
+    import sys
+    import zipfile
+
+    import shutil
+
+    repo = CONSTRAINTS.parents[1]
+    # A clean copy: an editable install's egg-info lists every file, and setuptools ships what it lists.
+    source_copy = tmp_path / "source"
+    shutil.copytree(
+        repo,
+        source_copy,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "runs", "__pycache__"),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(source_copy),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("verl_asyncweb-*.whl")
+    shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("verl_asyncweb/")}
+    package = repo / "verl_asyncweb"
+    source = {
+        f"verl_asyncweb/{path.relative_to(package).as_posix()}"
+        for path in package.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert source - shipped == set()
