@@ -5,6 +5,10 @@ check is the README's ``pip install --dry-run`` command.
 """
 
 import importlib.metadata
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -72,12 +76,6 @@ def test_gpu_extra_brings_vllm_and_what_the_nccl_weight_sync_imports():
 def test_the_wheel_ships_every_data_file_of_the_source_tree(tmp_path):
     # Found by the offline bundle's first non-editable install: config/asyncweb/default.yaml was left out of the
     # wheel, so no recipe composed ("Could not find 'asyncweb/default'"); editable installs read the source tree.
-    import subprocess
-    import sys
-    import zipfile
-
-    import shutil
-
     repo = CONSTRAINTS.parents[1]
     # A clean copy: an editable install's egg-info lists every file, and setuptools ships what it lists.
     source_copy = tmp_path / "source"
