@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Build an offline bundle for a GPU machine that cannot reach a package registry (an air-gapped node, or a lent
+# check machine): the Python packages its CUDA PyTorch image lacks (scripts/offline/wheels.txt, installed for that
+# machine's Python) and a relocatable Chromium (this machine's Debian build with the libraries it loads, less
+# glibc's, and its fonts), as one tar.xz split into parts of at most SPLIT_MB MiB. scripts/offline/install.sh
+# unpacks it there.
+#
+# Usage: bash scripts/offline/bundle.sh OUT_DIR [PYTHON_VERSION (3.12)] [SPLIT_MB (48)]
+set -euo pipefail
+out=${1:?usage: bundle.sh OUT_DIR [PYTHON_VERSION] [SPLIT_MB]}
+python_version=${2:-3.12}
+split_mb=${3:-48}
+here="$(cd "$(dirname "$0")" && pwd)"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_26_x86_64
+  --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+  --platform manylinux1_x86_64)
+target=(--python-version "$python_version" --implementation cp "${platforms[@]}")
+
+echo "wheels for Python $python_version ..."
+mkdir -p "$stage/wheels"
+grep -v '^#' "$here/wheels.txt" | while read -r requirement; do
+  [ -n "$requirement" ] || continue
+  # A pure-Python sdist (antlr4-python3-runtime 4.9.3 has no wheel) is built into one here.
+  python3 -m pip download -q --no-deps --only-binary=:all: "${target[@]}" -d "$stage/wheels" "$requirement" \
+    2>/dev/null || python3 -m pip wheel -q --no-deps -w "$stage/wheels" "$requirement"
+done
+python3 -m pip install -q --no-deps --no-compile --only-binary=:all: "${target[@]}" --target "$stage/site" \
+  "$stage"/wheels/*.whl
+# Ray's Java worker jars (34 MB) and the dashboard's source maps serve nothing a Python job starts.
+rm -rf "$stage/site/ray/jars"
+find "$stage/site" -name '*.js.map' -delete
+
+echo "chromium ..."
+chromium_src=/usr/lib/chromium
+[ -x "$chromium_src/chromium" ] || { echo "no $chromium_src/chromium: apt-get install chromium" >&2; exit 2; }
+mkdir -p "$stage/chromium/bin" "$stage/chromium/lib/deps" "$stage/chromium/fonts"
+cp -a "$chromium_src" "$stage/chromium/lib/chromium"
+# Vulkan validation and mock drivers: for Chromium's developers, never loaded by a headless run.
+rm -f "$stage/chromium/lib/chromium/"libVkLayer_khronos_validation.so* "$stage/chromium/lib/chromium/"libVkICD_mock_icd.so*
+# NSS loads its crypto modules by name at run time; ldd cannot see them.
+cp -aL /usr/lib/x86_64-linux-gnu/nss "$stage/chromium/lib/deps/" 2>/dev/null || true
+for lib in libsoftokn3.so libfreebl3.so libfreeblpriv3.so libnssckbi.so; do
+  [ -e "/usr/lib/x86_64-linux-gnu/$lib" ] && cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$stage/chromium/lib/deps/"
+done
+# fc-list: what `doctor` lists the fonts with (FONTCONFIG_FILE points it at the bundled ones).
+cp /usr/bin/fc-list "$stage/chromium/lib/fc-list"
+# Every library the binaries link, less glibc's own (the target's glibc must be at least Debian 12's 2.36).
+find "$stage/chromium/lib/chromium" "$stage/chromium/lib/fc-list" -maxdepth 1 -type f \
+  \( -name chromium -o -name '*.so' -o -name chrome_crashpad_handler -o -name fc-list \) \
+  -exec ldd {} \; 2>/dev/null | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libresolv.so.*) ;;
+    *) cp -L "$lib" "$stage/chromium/lib/deps/" ;;
+  esac
+done
+# The fonts a CPU machine's set-up installs (fonts-liberation, fonts-dejavu-core, fonts-wqy-zenhei) and this
+# machine's fontconfig rules for them.
+cp -L /usr/share/fonts/truetype/liberation/*.ttf /usr/share/fonts/truetype/dejavu/*.ttf \
+  /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc "$stage/chromium/fonts/"
+cp -rL /etc/fonts/conf.d "$stage/chromium/conf.d"
+cat > "$stage/chromium/fonts.conf" <<'CONF'
+<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<fontconfig>
+  <dir prefix="relative">fonts</dir>
+  <include ignore_missing="yes" prefix="relative">conf.d</include>
+  <cachedir prefix="xdg">fontconfig</cachedir>
+  <alias><family>sans-serif</family><prefer><family>DejaVu Sans</family></prefer></alias>
+  <alias><family>serif</family><prefer><family>DejaVu Serif</family></prefer></alias>
+  <alias><family>monospace</family><prefer><family>DejaVu Sans Mono</family></prefer></alias>
+  <alias><family>Arial</family><prefer><family>Liberation Sans</family></prefer></alias>
+  <alias><family>Helvetica</family><prefer><family>Liberation Sans</family></prefer></alias>
+  <alias><family>Times New Roman</family><prefer><family>Liberation Serif</family></prefer></alias>
+</fontconfig>
+CONF
+cat > "$stage/chromium/bin/chromium" <<'WRAPPER'
+#!/bin/sh
+# The bundled Chromium with its own libraries and fonts.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export LD_LIBRARY_PATH="$root/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export FONTCONFIG_FILE="$root/fonts.conf"
+exec "$root/lib/chromium/chromium" "$@"
+WRAPPER
+cat > "$stage/chromium/bin/fc-list" <<'WRAPPER'
+#!/bin/sh
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export LD_LIBRARY_PATH="$root/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export FONTCONFIG_FILE="$root/fonts.conf"
+exec "$root/lib/fc-list" "$@"
+WRAPPER
+chmod +x "$stage/chromium/bin/chromium" "$stage/chromium/bin/fc-list"
+
+missing=$(LD_LIBRARY_PATH="$stage/chromium/lib/deps" ldd "$stage/chromium/lib/chromium/chromium" \
+  "$stage/chromium/lib/fc-list" | awk '/=>/{print $3}' | grep -v "^$stage/chromium/lib/deps/" \
+  | grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv)\.so' || true)
+[ -z "$missing" ] || { echo "libraries left out of the bundle: $missing" >&2; exit 1; }
+
+echo "packing (xz) ..."
+rm -f "$out"/bundle.tar.xz.part-* "$out/SHA256SUMS"
+tar -C "$stage" -cf - site chromium | xz -T0 -6 | split -b "${split_mb}m" -d -a 2 - "$out/bundle.tar.xz.part-"
+(cd "$out" && sha256sum bundle.tar.xz.part-* > SHA256SUMS)
+du -sh "$stage/site" "$stage/chromium" | sed 's/^/unpacked: /'
+ls -l "$out"/bundle.tar.xz.part-* | awk '{printf "part %s: %.1f MiB\n", $NF, $5 / 1048576}'
