@@ -45,3 +45,14 @@ def test_episodes_of_a_killed_run_are_read_up_to_the_cut_line(tmp_path):
     (episodes / "episodes.jsonl").write_text('{"traj_id": "a", "steps": [{"policy_version": 1}]}\n{"traj_id": "b", "st')
     assert [record["traj_id"] for record in read_episodes(tmp_path)] == ["a"]
     assert read_episodes(tmp_path / "never_ran") == []
+
+
+def test_the_check_recipes_compute_in_true_fp32_in_every_process():
+    # Their 1e-3 agreement assumes fp32 on both sides; cuDNN would run the vision convolutions in TF32.
+    from verl_asyncweb.gpu_check import ONE_GPU_LAYOUT, VLLM_LAYOUT
+    from verl_asyncweb.main import load_config
+
+    for layout in (VLLM_LAYOUT, ONE_GPU_LAYOUT):
+        cfg, _ = load_config([f"recipe={layout.recipe}"])
+        assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.NVIDIA_TF32_OVERRIDE == "0"
+        assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "fp32"
