@@ -123,7 +123,8 @@ def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:
     checks.append(
         Check(
             "no failed or raising episodes",
-            bool(logged) and not any(failures.values()),
+            # A count the run did not log is no evidence of none.
+            bool(logged) and all(count == 0 for count in failures.values()),
             ", ".join(f"{key} {value}" for key, value in failures.items()),
         )
     )

@@ -22,11 +22,14 @@ target=(--python-version "$python_version" --implementation cp "${platforms[@]}"
 
 echo "wheels for Python $python_version ..."
 mkdir -p "$stage/wheels"
-grep -v '^#' "$here/wheels.txt" | while read -r requirement; do
+grep -v '^#' "$here/wheels.txt" | while read -r requirement marker; do
   [ -n "$requirement" ] || continue
-  # A pure-Python sdist (antlr4-python3-runtime 4.9.3 has no wheel) is built into one here.
-  python3 -m pip download -q --no-deps --only-binary=:all: "${target[@]}" -d "$stage/wheels" "$requirement" \
-    2>/dev/null || python3 -m pip wheel -q --no-deps -w "$stage/wheels" "$requirement"
+  if [ "$marker" = "# sdist" ]; then
+    # Pure Python without a wheel on PyPI (antlr4-python3-runtime 4.9.3): built into one here.
+    python3 -m pip wheel -q --no-deps -w "$stage/wheels" "$requirement"
+  else
+    python3 -m pip download -q --no-deps --only-binary=:all: "${target[@]}" -d "$stage/wheels" "$requirement"
+  fi
 done
 python3 -m pip install -q --no-deps --no-compile --only-binary=:all: "${target[@]}" --target "$stage/site" \
   "$stage"/wheels/*.whl
@@ -48,12 +51,13 @@ for lib in libsoftokn3.so libfreebl3.so libfreeblpriv3.so libnssckbi.so; do
 done
 # fc-list: what `doctor` lists the fonts with (FONTCONFIG_FILE points it at the bundled ones).
 cp /usr/bin/fc-list "$stage/chromium/lib/fc-list"
-# Every library the binaries link, less glibc's own (the target's glibc must be at least Debian 12's 2.36).
+# Every library the binaries link, less glibc's and the compiler runtime's (the target's own are used: its glibc must
+# be at least Debian 12's 2.36, and its libstdc++ at least GCC 12's).
 find "$stage/chromium/lib/chromium" "$stage/chromium/lib/fc-list" -maxdepth 1 -type f \
   \( -name chromium -o -name '*.so' -o -name chrome_crashpad_handler -o -name fc-list \) \
   -exec ldd {} \; 2>/dev/null | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libresolv.so.*) ;;
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libresolv.so.*|libstdc++.so.*|libgcc_s.so.*) ;;
     *) cp -L "$lib" "$stage/chromium/lib/deps/" ;;
   esac
 done
@@ -80,14 +84,14 @@ CONF
 cat > "$stage/chromium/bin/chromium" <<'WRAPPER'
 #!/bin/sh
 # The bundled Chromium with its own libraries and fonts.
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(dirname "$(dirname "$(readlink -f "$0")")")"
 export LD_LIBRARY_PATH="$root/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export FONTCONFIG_FILE="$root/fonts.conf"
 exec "$root/lib/chromium/chromium" "$@"
 WRAPPER
 cat > "$stage/chromium/bin/fc-list" <<'WRAPPER'
 #!/bin/sh
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(dirname "$(dirname "$(readlink -f "$0")")")"
 export LD_LIBRARY_PATH="$root/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export FONTCONFIG_FILE="$root/fonts.conf"
 exec "$root/lib/fc-list" "$@"
@@ -96,7 +100,7 @@ chmod +x "$stage/chromium/bin/chromium" "$stage/chromium/bin/fc-list"
 
 missing=$(LD_LIBRARY_PATH="$stage/chromium/lib/deps" ldd "$stage/chromium/lib/chromium/chromium" \
   "$stage/chromium/lib/fc-list" | awk '/=>/{print $3}' | grep -v "^$stage/chromium/lib/deps/" \
-  | grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv)\.so' || true)
+  | grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s)\.so' || true)
 [ -z "$missing" ] || { echo "libraries left out of the bundle: $missing" >&2; exit 1; }
 
 echo "packing (xz) ..."

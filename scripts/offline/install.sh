@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Unpack a bundle of scripts/offline/bundle.sh into PREFIX and install this checkout of verl_asyncweb beside it;
-# writes PREFIX/env.sh, which puts both and the bundled Chromium first on PYTHONPATH and PATH.
-# Needs no network: only python3 with pip and setuptools (a PyTorch image has them).
+# Unpack a bundle of scripts/offline/bundle.sh into PREFIX (replacing an earlier one) and install this checkout of
+# verl_asyncweb beside it; writes PREFIX/env.sh, which puts both first on PYTHONPATH and the bundled Chromium and
+# fc-list first on PATH. Needs no network (nor xz, which only makes it faster): python3 with pip and setuptools (a PyTorch image has them).
 #
 # Usage: bash scripts/offline/install.sh BUNDLE_DIR PREFIX
 set -euo pipefail
@@ -11,10 +11,23 @@ repo="$(cd "$(dirname "$0")/../.." && pwd)"
 (cd "$bundle" && sha256sum --quiet -c SHA256SUMS)
 mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
-cat "$bundle"/bundle.tar.xz.part-* | xz -dc -T0 | tar -C "$prefix" -xf -
-python3 -m pip install -q --no-deps --no-index --no-build-isolation --target "$prefix/site" --upgrade "$repo"
+rm -rf "$prefix/site" "$prefix/chromium"
+if command -v xz > /dev/null; then
+  cat "$bundle"/bundle.tar.xz.part-* | xz -dc -T0 | tar -C "$prefix" -xf -
+else
+  cat "$bundle"/bundle.tar.xz.part-* | python3 -c '
+import sys, tarfile
+tarfile.open(fileobj=sys.stdin.buffer, mode="r|xz").extractall(sys.argv[1], filter="fully_trusted")
+' "$prefix"
+fi
+# From a clean copy: a checkout's build/ or egg-info would be packed instead of its sources.
+source_copy="$(mktemp -d)"
+trap 'rm -rf "$source_copy"' EXIT
+tar -C "$repo" --exclude=.git --exclude=build --exclude='*.egg-info' --exclude=runs --exclude=.offline \
+  --exclude=__pycache__ -cf - . | tar -C "$source_copy" -xf -
+python3 -m pip install -q --no-deps --no-index --no-build-isolation --target "$prefix/site" "$source_copy"
 cat > "$prefix/env.sh" <<ENV
 export PYTHONPATH="$prefix/site\${PYTHONPATH:+:\$PYTHONPATH}"
-export PATH="$prefix/chromium/bin:$prefix/site/bin:\$PATH"
+export PATH="$prefix/chromium/bin:\$PATH"
 ENV
 echo "installed into $prefix: source $prefix/env.sh"

@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.ray
 
 SCRIPT = r"""
-import asyncio, sys
+import asyncio, os, sys, threading
 
 import ray
 from omegaconf import OmegaConf
@@ -36,11 +36,19 @@ ray.get(trainer.ready(), timeout=60)
 model = OmegaConf.create({"_target_": "verl.workers.config.HFModelConfig", "path": sys.argv[1]})
 config = RolloutConfig(name="hf", prompt_length=64, response_length=8, tensor_model_parallel_size=1)
 replica = HFReplica(0, config, model, gpus_per_node=1)
-asyncio.run(asyncio.wait_for(replica.init_standalone(), 120))
+# verl waits for the pool's placement group without a timeout: a replica that asks for the held GPU never returns.
+starting = threading.Thread(target=asyncio.run, args=(replica.init_standalone(),), daemon=True)
+starting.start()
+starting.join(timeout=120)
+if starting.is_alive():
+    print("replica not started after 120 s", flush=True)
+    os._exit(3)
 print("bundles", replica.resource_pool.get_placement_groups()[0].bundle_specs)
 print("free GPUs", ray.available_resources().get("GPU", 0))
 output = ray.get(replica.workers[0].generate.remote([1, 2, 3], {"max_tokens": 4, "temperature": 1.0}, "r"), timeout=120)
 print("generated", len(output.token_ids), output.stop_reason)
+visible = replica.workers[0].__ray_call__.remote(lambda self: repr(os.environ.get("CUDA_VISIBLE_DEVICES")))
+print("sees", ray.get(visible))
 """
 
 
@@ -59,3 +67,4 @@ def test_hf_replica_starts_beside_a_trainer_that_holds_the_only_gpu(tiny_model_p
     assert "bundles [{'CPU': 1.0}]" in out
     assert "free GPUs 0" in out  # the trainer's, still held; the replica took none
     assert "generated 4 completed" in out
+    assert "sees ''" in out  # CUDA_VISIBLE_DEVICES empty: the server cannot touch the trainer's GPU

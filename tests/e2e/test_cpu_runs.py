@@ -11,6 +11,7 @@ and its agent-loop worker process are killed, and the judge of its WebGym task a
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -274,6 +275,7 @@ def test_sync_run_of_the_same_recipe(sync_run):
 def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync_run, tmp_path):
     """``gpu_check`` reads a GPU run's folder; this run has the same model family and shape. Doctored copies show
     that disagreeing probabilities and a weight sync that never reached the server fail their own checks."""
+    from verl_asyncweb.compare.metric_names import ENV_FAILURES_TOTAL
     from verl_asyncweb.gpu_check import PROBS_DIFF_KEY, judge_run
 
     run_dir = sync_run[0]
@@ -296,6 +298,16 @@ def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync
         "weights synced to the rollout server",
     ]
     assert all(not check.ok for check in judge_run(tmp_path / "never_ran", steps=2))
+
+    # A run that logged no failure counts shows no evidence of no failures.
+    uncounted = tmp_path / "uncounted"
+    uncounted.mkdir()
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records[-1]["data"].pop(ENV_FAILURES_TOTAL)
+    (uncounted / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    shutil.copytree(run_dir / "episodes", uncounted / "episodes")
+    failed = [check.name for check in judge_run(uncounted, steps=2) if not check.ok]
+    assert failed == ["no failed or raising episodes"]
 
 
 def test_sync_run_browsed_through_the_remote_browser_servers_only(sync_run):

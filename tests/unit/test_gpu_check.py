@@ -6,7 +6,8 @@ import sys
 
 
 def test_without_gpus_nothing_runs_and_the_missing_pieces_are_named(tmp_path):
-    env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}
+    # No CUDA device even on a GPU machine: the verdict must be NOT RUN, and no run started.
+    env = {**{key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}, "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(
         [sys.executable, "-m", "verl_asyncweb.gpu_check", "--out", str(tmp_path / "run")],
         capture_output=True,
@@ -23,7 +24,8 @@ def test_without_gpus_nothing_runs_and_the_missing_pieces_are_named(tmp_path):
 
 
 def test_the_one_gpu_check_needs_a_gpu_but_not_vllm(tmp_path):
-    env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}
+    # No CUDA device even on a GPU machine: the verdict must be NOT RUN, and no run started.
+    env = {**{key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}, "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(
         [sys.executable, "-m", "verl_asyncweb.gpu_check", "--one-gpu", "--out", str(tmp_path / "run")],
         capture_output=True,

@@ -5,6 +5,7 @@ check is the README's ``pip install --dry-run`` command.
 """
 
 import importlib.metadata
+import os
 import shutil
 import subprocess
 import sys
@@ -105,9 +106,12 @@ def test_the_wheel_ships_every_data_file_of_the_source_tree(tmp_path):
     (wheel,) = tmp_path.glob("verl_asyncweb-*.whl")
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("verl_asyncweb/")}
     package = repo / "verl_asyncweb"
+    # os.walk follows the recipes link (verl_asyncweb/recipes -> ../recipes); Path.rglob would skip it.
     source = {
-        f"verl_asyncweb/{path.relative_to(package).as_posix()}"
-        for path in package.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
+        f"verl_asyncweb/{(Path(folder) / name).relative_to(package).as_posix()}"
+        for folder, _, names in os.walk(package, followlinks=True)
+        if "__pycache__" not in Path(folder).parts
+        for name in names
     }
+    assert "verl_asyncweb/recipes/gpu_check_1gpu.yaml" in source
     assert source - shipped == set()

@@ -78,7 +78,9 @@ class HFReplica(RolloutReplica):
     """One ``hf`` server per replica (``tensor_model_parallel_size`` must be 1), in a CPU-only process."""
 
     async def init_standalone(self) -> None:
-        """verl's standalone start-up with a pool of CPU bundles: the server never takes an accelerator."""
+        """verl's standalone start-up with a pool of CPU bundles: the server never takes an accelerator (nor sees
+        one: Ray leaves ``CUDA_VISIBLE_DEVICES`` as it is for actors without GPUs)."""
+        self._check_world_size()
         self.rollout_mode = RolloutMode.STANDALONE
         role = "reward_" if self.is_reward_model else "teacher_" if self.is_teacher_model else ""
         suffix = f"{self.replica_rank}{self.name_suffix}"
@@ -95,6 +97,7 @@ class HFReplica(RolloutReplica):
             name_prefix=f"rollout_{role}standalone_{suffix}",
             use_gpu=False,
             device_name=get_device_name(),
+            worker_env={"CUDA_VISIBLE_DEVICES": ""},
         )
         self.workers = worker_group.workers
         await self.launch_servers()
@@ -118,12 +121,15 @@ class HFReplica(RolloutReplica):
             },
         )
 
-    async def launch_servers(self) -> None:
+    def _check_world_size(self) -> None:
         if self.world_size != 1:
             raise ValueError(
                 "actor_rollout_ref.rollout.tensor_model_parallel_size * data_parallel_size * "
                 f"pipeline_model_parallel_size must be 1 for the hf rollout server, got {self.world_size}"
             )
+
+    async def launch_servers(self) -> None:
+        self._check_world_size()
         self.servers = list(self.workers)
         self._server_handle = self.workers[0]
         self._server_address = f"hf://replica_{self.replica_rank}{self.name_suffix}"
