@@ -24,7 +24,7 @@ echo "wheels for Python $python_version ..."
 mkdir -p "$stage/wheels"
 grep -v '^#' "$here/wheels.txt" | while read -r requirement marker; do
   [ -n "$requirement" ] || continue
-  if [ "$marker" = "# sdist" ]; then
+  if [[ "$marker" == "# sdist"* ]]; then
     # Pure Python without a wheel on PyPI (antlr4-python3-runtime 4.9.3): built into one here.
     python3 -m pip wheel -q --no-deps -w "$stage/wheels" "$requirement"
   else
