@@ -81,22 +81,20 @@ cat > "$stage/chromium/fonts.conf" <<'CONF'
   <alias><family>Times New Roman</family><prefer><family>Liberation Serif</family></prefer></alias>
 </fontconfig>
 CONF
-cat > "$stage/chromium/bin/chromium" <<'WRAPPER'
-#!/bin/sh
-# The bundled Chromium with its own libraries and fonts.
-root="$(dirname "$(dirname "$(readlink -f "$0")")")"
-export LD_LIBRARY_PATH="$root/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export FONTCONFIG_FILE="$root/fonts.conf"
-exec "$root/lib/chromium/chromium" "$@"
-WRAPPER
-cat > "$stage/chromium/bin/fc-list" <<'WRAPPER'
-#!/bin/sh
-root="$(dirname "$(dirname "$(readlink -f "$0")")")"
-export LD_LIBRARY_PATH="$root/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export FONTCONFIG_FILE="$root/fonts.conf"
-exec "$root/lib/fc-list" "$@"
-WRAPPER
-chmod +x "$stage/chromium/bin/chromium" "$stage/chromium/bin/fc-list"
+# bin/NAME runs the bundled binary at PATH (under chromium/) with the bundled libraries and fonts.
+write_wrapper() {
+  local name=$1 path=$2
+  {
+    echo '#!/bin/sh'
+    echo 'root="$(dirname "$(dirname "$(readlink -f "$0")")")"'
+    echo 'export LD_LIBRARY_PATH="$root/lib/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"'
+    echo 'export FONTCONFIG_FILE="$root/fonts.conf"'
+    echo "exec \"\$root/$path\" \"\$@\""
+  } > "$stage/chromium/bin/$name"
+  chmod +x "$stage/chromium/bin/$name"
+}
+write_wrapper chromium lib/chromium/chromium
+write_wrapper fc-list lib/fc-list
 
 missing=$(LD_LIBRARY_PATH="$stage/chromium/lib/deps" ldd "$stage/chromium/lib/chromium/chromium" \
   "$stage/chromium/lib/fc-list" | awk '/=>/{print $3}' | grep -v "^$stage/chromium/lib/deps/" \

@@ -5,38 +5,33 @@ import subprocess
 import sys
 
 
-def test_without_gpus_nothing_runs_and_the_missing_pieces_are_named(tmp_path):
+def _gpu_check_without_cuda(tmp_path, *args: str) -> subprocess.CompletedProcess:
     # No CUDA device even on a GPU machine: the verdict must be NOT RUN, and no run started.
     env = {**{key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}, "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(
-        [sys.executable, "-m", "verl_asyncweb.gpu_check", "--out", str(tmp_path / "run")],
+        [sys.executable, "-m", "verl_asyncweb.gpu_check", *args, "--out", str(tmp_path / "run")],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
     )
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "[FAIL] at least 2 CUDA devices: 0 visible" in result.stdout
-    assert "[FAIL] vllm (rollout server): not installed" in result.stdout
-    assert "[ok  ] chromium browser" in result.stdout
     assert result.stdout.rstrip().endswith("verdict: NOT RUN (this machine lacks what is marked FAIL above)")
     assert not (tmp_path / "run").exists()
+    return result
+
+
+def test_without_gpus_nothing_runs_and_the_missing_pieces_are_named(tmp_path):
+    out = _gpu_check_without_cuda(tmp_path).stdout
+    assert "[FAIL] at least 2 CUDA devices: 0 visible" in out
+    assert "[FAIL] vllm (rollout server): not installed" in out
+    assert "[ok  ] chromium browser" in out
 
 
 def test_the_one_gpu_check_needs_a_gpu_but_not_vllm(tmp_path):
-    # No CUDA device even on a GPU machine: the verdict must be NOT RUN, and no run started.
-    env = {**{key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}, "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(
-        [sys.executable, "-m", "verl_asyncweb.gpu_check", "--one-gpu", "--out", str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "[FAIL] at least 1 CUDA device: 0 visible" in result.stdout
-    assert "vllm" not in result.stdout and "cupy" not in result.stdout
-    assert not (tmp_path / "run").exists()
+    out = _gpu_check_without_cuda(tmp_path, "--one-gpu").stdout
+    assert "[FAIL] at least 1 CUDA device: 0 visible" in out
+    assert "vllm" not in out and "cupy" not in out
 
 
 def test_episodes_of_a_killed_run_are_read_up_to_the_cut_line(tmp_path):
