@@ -53,13 +53,11 @@ done
 cp /usr/bin/fc-list "$stage/chromium/lib/fc-list"
 # Every library the binaries link, less glibc's and the compiler runtime's (the target's own are used: its glibc must
 # be at least Debian 12's 2.36, and its libstdc++ at least GCC 12's).
+target_libs='/(libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s)\.so|/ld-linux'
 find "$stage/chromium/lib/chromium" "$stage/chromium/lib/fc-list" -maxdepth 1 -type f \
   \( -name chromium -o -name '*.so' -o -name chrome_crashpad_handler -o -name fc-list \) \
-  -exec ldd {} \; 2>/dev/null | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libresolv.so.*|libstdc++.so.*|libgcc_s.so.*) ;;
-    *) cp -L "$lib" "$stage/chromium/lib/deps/" ;;
-  esac
+  -exec ldd {} \; 2>/dev/null | awk '/=> \//{print $3}' | sort -u | grep -v -E "$target_libs" | while read -r lib; do
+  cp -L "$lib" "$stage/chromium/lib/deps/"
 done
 # The fonts a CPU machine's set-up installs (fonts-liberation, fonts-dejavu-core, fonts-wqy-zenhei) and this
 # machine's fontconfig rules for them.
@@ -98,7 +96,7 @@ write_wrapper fc-list lib/fc-list
 
 missing=$(LD_LIBRARY_PATH="$stage/chromium/lib/deps" ldd "$stage/chromium/lib/chromium/chromium" \
   "$stage/chromium/lib/fc-list" | awk '/=>/{print $3}' | grep -v "^$stage/chromium/lib/deps/" \
-  | grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s)\.so' || true)
+  | grep -v -E "$target_libs" || true)
 [ -z "$missing" ] || { echo "libraries left out of the bundle: $missing" >&2; exit 1; }
 
 echo "packing (xz) ..."
