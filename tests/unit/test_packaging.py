@@ -1,7 +1,8 @@
 """The install resolves on both stacks: verl_asyncweb's ranges admit verl[vllm]==0.9.1's GPU pins and the CPU pins.
 
 Checked offline against the installed metadata of verl and of this package (what pip resolves against); the online
-check is the README's ``pip install --dry-run`` command.
+check is the README's ``pip install --dry-run`` command. The wheel ships every file of the package, and the offline
+bundle's package list covers what a CUDA PyTorch image lacks.
 """
 
 import importlib.metadata
@@ -17,6 +18,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 CONSTRAINTS = Path(__file__).resolve().parents[2] / "constraints" / "cpu.txt"
+# The offline bundle's packages: what a CUDA PyTorch image lacks (scripts/offline/bundle.sh).
+OFFLINE_WHEELS = CONSTRAINTS.parents[1] / "scripts" / "offline" / "wheels.txt"
+# What such an image provides of verl_asyncweb's requirements.
+IMAGE_PROVIDES = {"torch", "torchvision", "pillow", "matplotlib", "aiohttp", "tqdm"}
+# Requirements no process of a run imports: verl imports qwen_vl_utils only for datasets with images in prompts.
+NOT_IMPORTED = {"qwen-vl-utils"}
 
 
 def requirements(distribution: str, extra: str = "") -> dict[str, Requirement]:
@@ -31,13 +38,15 @@ def requirements(distribution: str, extra: str = "") -> dict[str, Requirement]:
     return found
 
 
-def cpu_pins() -> dict[str, str]:
-    pins = {}
-    for line in CONSTRAINTS.read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
+def pins(path: Path = CONSTRAINTS) -> dict[str, str]:
+    """The ``name==version`` lines of a pin file by canonical name (comments, whole or trailing, skipped)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
             name, version = line.split("==")
-            pins[canonicalize_name(name)] = version.strip()
-    return pins
+            found[canonicalize_name(name)] = version.strip()
+    return found
 
 
 VERL_VLLM_PINS = requirements("verl", "vllm")
@@ -58,13 +67,13 @@ def test_our_ranges_admit_verls_gpu_pin(name):
 
 
 def test_cpu_constraints_satisfy_our_ranges_and_verls():
-    ours, verls, pins = requirements("verl_asyncweb"), requirements("verl"), cpu_pins()
-    for name, version in pins.items():
+    ours, verls, cpu = requirements("verl_asyncweb"), requirements("verl"), pins()
+    for name, version in cpu.items():
         for owner, reqs in (("verl_asyncweb", ours), ("verl", verls)):
             if name in reqs:
                 assert reqs[name].specifier.contains(version), f"{owner} requires {reqs[name]}, pinned {version}"
     # Every exact-pinned package of the CPU stack is a requirement of ours (a stale pin would go unnoticed).
-    assert set(pins) <= set(ours) | set(verls)
+    assert set(cpu) <= set(ours) | set(verls)
 
 
 def test_gpu_extra_brings_vllm_and_what_the_nccl_weight_sync_imports():
@@ -72,6 +81,20 @@ def test_gpu_extra_brings_vllm_and_what_the_nccl_weight_sync_imports():
     assert {"vllm", "cupy-cu130"} <= verl.extras and verl.specifier.contains("0.9.1")
     cupy = requirements("verl", "cupy-cu130")
     assert any(name.startswith("cupy") for name in cupy), cupy
+
+
+def test_the_offline_bundle_holds_every_requirement_the_image_lacks():
+    bundled = set(pins(OFFLINE_WHEELS))
+    assert set(requirements("verl_asyncweb")) - bundled - IMAGE_PROVIDES - NOT_IMPORTED == set()
+    assert {"ray", "verl", "playwright", "transferqueue"} <= bundled
+
+
+def test_the_offline_bundle_pins_the_cpu_stack():
+    # The packages constraints/cpu.txt pins; the others are at the versions the bundle was tried with (README).
+    bundled, cpu = pins(OFFLINE_WHEELS), pins()
+    shared = set(bundled) & set(cpu)
+    assert {"verl", "ray", "playwright", "transformers", "tensordict", "transferqueue"} <= shared
+    assert {name: bundled[name] for name in shared} == {name: cpu[name] for name in shared}
 
 
 def test_the_wheel_ships_every_data_file_of_the_source_tree(tmp_path):
