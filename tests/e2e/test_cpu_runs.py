@@ -220,7 +220,8 @@ def browser_servers():
 
 @pytest.fixture(scope="module")
 def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[int]]:
-    """A sync run of the same recipe (policy lag 0) with three more things on.
+    """A sync run of the same recipe (policy lag 0, every update moving the weights: gpu_check's shape on CPU) with
+    three more things on.
 
     The GPU recipes' model family: a tiny Qwen3-VL, which differs from the Qwen2.5-VL smoke model everywhere images
     meet tokens (its processor's 16-pixel patches, verl's interleaved-mrope rope index and deepstack visual features
@@ -238,6 +239,8 @@ def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[i
         "asyncweb.rollout_mode=sync",
         "trainer.total_training_steps=2",
         "asyncweb.tiny_model_size=qwen3-tiny",
+        # As in gpu_check: a random model earns no reward, and this bonus alone makes every update move the weights.
+        "actor_rollout_ref.actor.entropy_coeff=0.01",
         "asyncweb.agent.branch_step=1",
         f"asyncweb.env.remote_endpoints=[{endpoints}]",
         "asyncweb.env.num_browsers=2",
@@ -274,9 +277,10 @@ def test_sync_run_of_the_same_recipe(sync_run):
 
 def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync_run, tmp_path):
     """``gpu_check`` reads a GPU run's folder; this run has the same model family and shape. Doctored copies show
-    that disagreeing probabilities and a weight sync that never reached the server fail their own checks."""
-    from verl_asyncweb.compare.metric_names import ENV_FAILURES_TOTAL
-    from verl_asyncweb.gpu_check import PROBS_DIFF_KEY, judge_run
+    that disagreeing probabilities, a weight sync that never reached the server, an update that moved nothing and
+    a stale sample each fail their own checks."""
+    from verl_asyncweb.compare.metric_names import ENV_FAILURES_TOTAL, POLICY_LAG_MAX
+    from verl_asyncweb.gpu_check import GRAD_NORM_KEY, RATIO_MIN_KEY, judge_run
 
     run_dir = sync_run[0]
     checks = judge_run(run_dir, steps=2)
@@ -285,7 +289,9 @@ def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync
     broken = tmp_path / "broken"
     (broken / "episodes").mkdir(parents=True)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    records[-1]["data"][PROBS_DIFF_KEY] = 0.05
+    records[-1]["data"][RATIO_MIN_KEY] = 0.9  # one token 10% less likely under pi_prox than under the rollout
+    records[0]["data"][GRAD_NORM_KEY] = 0.0
+    records[-1]["data"][POLICY_LAG_MAX] = 1.0
     (broken / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     episodes = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
     for episode in episodes:
@@ -294,7 +300,9 @@ def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync
     (broken / "episodes" / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
     failed = [check.name for check in judge_run(broken, steps=2) if not check.ok]
     assert failed == [
-        "rollout and trainer probabilities agree (max diff < 0.001)",
+        "every update moved the weights",
+        "every trained sample from the trainer's weights",
+        "rollout and trainer log-probs agree (every token within 0.001)",
         "weights synced to the rollout server",
     ]
     assert all(not check.ok for check in judge_run(tmp_path / "never_ran", steps=2))

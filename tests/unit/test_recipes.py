@@ -247,8 +247,8 @@ RECIPE_TABLE = {
     "laptop_learning": ("async", "multistep_grpo", "const", 1, "decoupled_ppo", True),
     "webgym_qwen3vl8b_async": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", True),
     "webgym_qwen3vl8b_sync": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
-    "gpu_check": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
-    "gpu_check_1gpu": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "gpu_check": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "gpu_check_1gpu": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
 }
 
 
