@@ -130,7 +130,7 @@ def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:
             "run with asyncweb.rollout_mode=sync: a stale sample's probabilities differ from pi_prox by design",
         )
     )
-    diffs = {step: _largest_log_ratio(metrics[step]) for step in logged}
+    diffs = {step: largest_log_ratio(metrics[step]) for step in logged}
     checks.append(
         Check(
             f"rollout and trainer log-probs agree (every token within {LOG_PROB_DIFF_MAX:g})",
@@ -163,7 +163,7 @@ def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:
     return checks
 
 
-def _largest_log_ratio(step_metrics: dict) -> float | None:
+def largest_log_ratio(step_metrics: dict) -> float | None:
     """The step's largest |log pi_prox - log pi_rollout| over its tokens; ``None`` if verl did not log it."""
     ratios = step_metrics.get(RATIO_MAX_KEY), step_metrics.get(RATIO_MIN_KEY)
     if None in ratios or not all(ratio > 0 for ratio in ratios):

@@ -66,10 +66,18 @@ def run_to_completion(command: list[str], log: Path) -> None:
 
 def assert_every_step_metrics(steps: dict[int, dict], loss_mode: str = "decoupled_ppo") -> None:
     """Each logged step has every metric the README promises for every step (of a run with this policy loss), and
-    the rollout's log-probs agree with the trainer's recompute (verl's actor forward) within 1e-3."""
+    the rollout agrees with the trainer's recompute (verl's actor forward): probabilities within 1e-3 on every
+    step, and, on a step whose samples all come from the weights the trainer holds (policy lag 0), log-probs
+    within 1e-3 on every token (gpu_check's bound: a stale weight sync breaks it, a probability bound of a
+    near-uniform tiny model need not notice)."""
+    from verl_asyncweb.gpu_check import LOG_PROB_DIFF_MAX, largest_log_ratio
+
     promised = promised_every_step(loss_mode)
     assert steps, "no step logged"
     for step, data in steps.items():
         missing = [name for name in promised if name not in data]
         assert not missing, f"step {step} lacks the documented metrics {missing}"
         assert data["training/rollout_probs_diff_max"] < 1e-3, (step, data["training/rollout_probs_diff_max"])
+        if data["asyncweb/policy_lag/max"] == 0:
+            log_ratio = largest_log_ratio(data)
+            assert log_ratio is not None and log_ratio < LOG_PROB_DIFF_MAX, (step, log_ratio)
