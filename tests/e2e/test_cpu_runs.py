@@ -268,6 +268,8 @@ def test_sync_run_of_the_same_recipe(sync_run):
         assert data["asyncweb/overlap/generation_during_update_s"] == 0.0
         assert data["asyncweb/policy_lag/max"] == 0, "sync: every sample comes from the weights being trained"
         assert data["asyncweb/screenshots/images_per_step"] > 0 and data["asyncweb/screenshots/dropped_samples"] == 0
+        # Tokens per second per trainer rank: the hf rollout server runs on CPU and counts as no GPU.
+        assert data["perf/throughput"] == pytest.approx(data["perf/total_num_tokens"] / data["perf/time_per_step"])
     # Qwen3-VL through verl's engine: pi_prox equals the rollout's log-probs within 1e-3 on every step.
     assert_every_step_metrics(steps)
     model = Path(OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref.model.path)

@@ -10,6 +10,7 @@ subclass changes these hooks:
 - ``on_train_begin`` / ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` no batch is prefetched and
   generation pauses while training (WebGym's way), resuming with the weight sync of ``on_step_end``;
 - ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step;
+  ``perf/throughput`` counts no GPU for an ``hf`` rollout server (it runs on CPU);
 - ``on_init_end`` / ``fit``: verl's first weight sync, which waits for the rollout servers to load, runs in the
   background while the task runner creates the agent-loop workers; ``fit`` waits for it before any rollout.
 """
@@ -185,6 +186,15 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         if step_s > 0:
             metrics[names.TRAINER_IDLE_FRAC] = wait_s / step_s
         metrics[names.WALL_S] = self._wall_s(global_steps)
+
+    def _get_n_gpus_for_throughput(self) -> int:
+        """verl divides ``perf/throughput`` by the trainer's and the standalone rollout's GPUs; the ``hf`` rollout
+        server runs on CPU and holds none (:mod:`verl_asyncweb.backends.hf_replica`)."""
+        from verl_asyncweb.backends.hf_replica import REPLICA_NAME as HF_REPLICA_NAME
+
+        if self.config.actor_rollout_ref.rollout.name == HF_REPLICA_NAME:
+            return self.resource_pool_manager.get_n_gpus()
+        return super()._get_n_gpus_for_throughput()
 
     def _wall_s(self, global_steps: int) -> float:
         """Training wall time, carried over a resume: a resumed attempt goes on from the wall time the earlier
