@@ -43,7 +43,8 @@ chromium_src=/usr/lib/chromium
 mkdir -p "$stage/chromium/bin" "$stage/chromium/lib/deps" "$stage/chromium/fonts"
 cp -a "$chromium_src" "$stage/chromium/lib/chromium"
 # Vulkan validation and mock drivers: for Chromium's developers, never loaded by a headless run.
-rm -f "$stage/chromium/lib/chromium/"libVkLayer_khronos_validation.so* "$stage/chromium/lib/chromium/"libVkICD_mock_icd.so*
+rm -f "$stage/chromium/lib/chromium/"libVkLayer_khronos_validation.so* \
+  "$stage/chromium/lib/chromium/"libVkICD_mock_icd.so*
 # NSS loads its crypto modules by name at run time; ldd cannot see them.
 cp -aL /usr/lib/x86_64-linux-gnu/nss "$stage/chromium/lib/deps/" 2>/dev/null || true
 for lib in libsoftokn3.so libfreebl3.so libfreeblpriv3.so libnssckbi.so; do

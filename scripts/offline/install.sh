@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Unpack a bundle of scripts/offline/bundle.sh into PREFIX (replacing an earlier one) and install this checkout of
 # verl_asyncweb beside it; writes PREFIX/env.sh, which puts both first on PYTHONPATH and the bundled Chromium and
-# fc-list first on PATH. Needs no network (nor xz, which only makes it faster): python3 with pip and setuptools (a PyTorch image has them).
+# fc-list first on PATH. Needs no network (nor xz, which only makes it faster): python3 with pip and setuptools
+# (a PyTorch image has them).
 #
 # Usage: bash scripts/offline/install.sh BUNDLE_DIR PREFIX
 set -euo pipefail
