@@ -11,6 +11,7 @@ restores the kept point and replays each trajectory's recorded responses from st
 import asyncio
 import json
 import os
+import time
 
 import pytest
 from omegaconf import OmegaConf
@@ -31,6 +32,7 @@ from verl_asyncweb.task_dataset import task_to_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
+JOIN_TIMEOUT_S = 120.0
 INVALID = "Memory: {}\nIntention: look around.\nI am not sure which action to take."
 
 
@@ -65,9 +67,9 @@ async def _start_anchor(loop, group: str, task):
     """Start the anchor and return once it has joined the board (it is the group's first member)."""
     run = asyncio.create_task(loop.run({"temperature": 1.0}, uid=group, extra_info={"task": task_to_json(task)}))
     board = branch.board_actor()
-    for _ in range(200):
-        if (await board.open_groups.remote()).get(group):
-            break
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while not (await board.open_groups.remote()).get(group):
+        assert time.monotonic() < deadline and not run.done(), "the anchor never joined the board"
         await asyncio.sleep(0.05)
     return run
 

@@ -53,11 +53,19 @@ def _chromium_descendants(pid: int) -> list[psutil.Process]:
     return found
 
 
-TOTAL_STEPS = 8
-LAST_STEP_TO_KILL_AFTER = TOTAL_STEPS - 2
-"""A SIGKILL a few seconds after this step's checkpoint still comes before the run's last step ends. Warm steps
-take ~5 s here, and groups hit by one burst of kills can fail over two steps (a fresh-clone CI run counted
-failures at steps 3 and 4 and its first clean step was 5, one past the window that 6 steps left)."""
+OPEN_ENDED_STEPS = 100
+"""The first attempt's step budget: never reached, the attempt is SIGKILLed once its chaos has played out, however
+many steps that takes (a fixed budget raced the kills: CI failures when the first clean step came one step late)."""
+RESUMED_STEPS = 2
+"""Steps the resumed attempt trains past the checkpoint it resumes from (its ``trainer.total_training_steps``)."""
+MAX_STEPS_TO_FAIL = 30
+"""Steps within which killing Chromium must show up as counted failed episodes."""
+
+
+def _latest_checkpoint(run_dir: Path) -> int:
+    """The step of verl's latest complete checkpoint (0 before the first)."""
+    tracker = run_dir / "latest_checkpointed_iteration.txt"
+    return int(tracker.read_text()) if tracker.exists() else 0
 
 
 def _env_failures_logged(run_dir: Path) -> bool:
@@ -69,21 +77,27 @@ def _evicted_samples(steps: dict[int, dict]) -> float:
 
 
 @pytest.fixture(scope="module")
-def async_run(tmp_path_factory) -> tuple[Path, int]:
+def async_run(tmp_path_factory) -> tuple[Path, int, int]:
     """An async cpu_smoke run: Chromium killed until the run has counted failed episodes, then the whole job is
-    SIGKILLed right after its latest checkpoint and resumed from the run folder. Returns (run_dir, saved step)."""
+    SIGKILLed right after its latest checkpoint and resumed from the run folder for ``RESUMED_STEPS`` more steps.
+    Returns (run_dir, the step the resumed attempt started from, the last step)."""
     tmp_path = tmp_path_factory.mktemp("async")
     run_dir = tmp_path / "async"
     metrics = run_dir / "metrics.jsonl"
-    # Every task (39) instead of cpu_smoke's 16: no task is drawn twice in this run, so the data cursor is visible.
-    command = main_command(
-        run_dir,
-        "trainer.save_freq=1",
-        f"trainer.total_training_steps={TOTAL_STEPS}",
-        "asyncweb.tasks.max_train_tasks=0",
-    )
+
+    def command(total_steps: int) -> list[str]:
+        # Every task (39) instead of cpu_smoke's 16: no task is drawn twice in this run, so the data cursor shows.
+        return main_command(
+            run_dir,
+            "trainer.save_freq=1",
+            f"trainer.total_training_steps={total_steps}",
+            "asyncweb.tasks.max_train_tasks=0",
+        )
+
     with (tmp_path / "attempt0.log").open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command(OPEN_ENDED_STEPS), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         wait_for(lambda: 1 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 1")
         killed = 0
@@ -93,7 +107,7 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
             failed_at = [step for step, data in steps.items() if data.get("asyncweb/env_failures", 0) > 0]
             if failed_at:
                 break
-            if process.poll() is not None or max(steps) >= LAST_STEP_TO_KILL_AFTER - 1:
+            if process.poll() is not None or max(steps) >= MAX_STEPS_TO_FAIL:
                 pytest.fail(f"no env failure counted after killing Chromium {killed} times")
             for chromium in _chromium_descendants(process.pid):
                 try:
@@ -112,20 +126,21 @@ def async_run(tmp_path_factory) -> tuple[Path, int]:
             return any(step > min(failed_at) and not data["asyncweb/env_failures"] for step, data in steps.items())
 
         wait_for(clean_step_logged, process, RUN_TIMEOUT_S, "a step without failed episodes")
-        saved = max(read_steps(metrics))
-        if saved > LAST_STEP_TO_KILL_AFTER:
-            pytest.fail(f"step {saved} ended before a step without failed episodes: too late for the SIGKILL")
-        # The checkpoint of a step is written before its metrics line; give its files a moment to close.
-        wait_for(lambda: (run_dir / f"global_step_{saved}").is_dir(), process, RUN_TIMEOUT_S, "the checkpoint")
-        time.sleep(5)
+        # verl completes a step's checkpoint (its tracker file last) before the step's metrics line; the kill comes
+        # at once, seconds before the next step can save.
+        logged = max(read_steps(metrics))
+        wait_for(lambda: _latest_checkpoint(run_dir) >= logged, process, RUN_TIMEOUT_S, "the checkpoint")
         os.killpg(process.pid, signal.SIGKILL)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
+    saved = _latest_checkpoint(run_dir)  # where the resumed attempt goes on from
+    assert saved == logged, f"step {saved} saved before the SIGKILL landed (step {logged} was the latest logged)"
     (tmp_path / "resumed_at").write_text(str(time.time()))
-    run_to_completion(command, tmp_path / "attempt1.log")
-    return run_dir, max(read_steps(metrics))
+    last = saved + RESUMED_STEPS
+    run_to_completion(command(last), tmp_path / "attempt1.log")
+    return run_dir, saved, last
 
 
 def _episode_records(run_dir: Path) -> list[dict]:
@@ -164,12 +179,12 @@ def _task_ids_by_index(run_dir: Path) -> dict[int, str]:
 
 
 def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
-    run_dir, saved = async_run
+    run_dir, saved, last = async_run
     first = read_steps(run_dir / "metrics.jsonl")
-    assert sorted(first) == list(range(1, saved + 1)) and saved < TOTAL_STEPS
+    assert sorted(first) == list(range(1, saved + 1))
     assert _env_failures_logged(run_dir), "killed episodes are counted"
     resumed = read_steps(run_dir / "metrics.attempt-1.jsonl")
-    assert sorted(resumed) == list(range(saved + 1, TOTAL_STEPS + 1)), "the resumed attempt continues from the save"
+    assert sorted(resumed) == list(range(saved + 1, last + 1)), "the resumed attempt continues from the save"
     # Its wall clock goes on from the save's (the x axis of every wall-time plot), plus its own start-up (> 20 s).
     assert resumed[saved + 1]["asyncweb/wall_s"] > first[saved]["asyncweb/wall_s"] + 20
     # Trajectories restored from the checkpoint reference screenshots of the killed job's store: the trainer
@@ -177,7 +192,7 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     assert sum(d["asyncweb/screenshots/from_run_folder"] for d in resumed.values()) > 0
     assert all(d["asyncweb/screenshots/dropped_samples"] == 0 for d in resumed.values())
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["last_step"] == TOTAL_STEPS
+    assert summary["last_step"] == last
 
     every = {**first, **resumed}
     for data in every.values():
@@ -390,7 +405,7 @@ def test_console_is_short_lines_and_a_summary_with_the_rest_in_the_run_folder(sy
 def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
     """After the SIGKILL the run continues where its checkpoint was: the next prompts of verl's sampler (not the
     first ones again), the optimizer's moments and step count, and the scheduler and RNG state."""
-    run_dir, saved = async_run
+    run_dir, saved, last = async_run
     resumed_at = float((run_dir.parent / "resumed_at").read_text())
     tasks = _task_ids_by_index(run_dir)
     before, after = _draw_order(run_dir, run_dir / f"global_step_{saved}")
@@ -423,16 +438,16 @@ def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
         for _, d in sorted(steps.items())
     ]
     adam_steps = {
-        step: float(next(iter(actor_state(step, "optim")["state"].values()))["step"]) for step in (saved, TOTAL_STEPS)
+        step: float(next(iter(actor_state(step, "optim")["state"].values()))["step"]) for step in (saved, last)
     }
-    assert adam_steps == {saved: sum(updates[:saved]), TOTAL_STEPS: sum(updates)}, (adam_steps, updates)
+    assert adam_steps == {saved: sum(updates[:saved]), last: sum(updates)}, (adam_steps, updates)
     # The scheduler and the RNG share one file that verl loads as a whole.
-    extra = actor_state(TOTAL_STEPS, "extra_state")
-    assert extra["lr_scheduler"]["last_epoch"] == TOTAL_STEPS and set(extra["rng"]) >= {"cpu", "numpy", "random"}
+    extra = actor_state(last, "extra_state")
+    assert extra["lr_scheduler"]["last_epoch"] == last and set(extra["rng"]) >= {"cpu", "numpy", "random"}
 
 
 def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp_path):
-    async_run, _ = async_run
+    async_run = async_run[0]
     sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
     from compare_checks import assert_comparison_matches_metrics
 

@@ -9,7 +9,9 @@ from verl_asyncweb.env import Task
 from verl_asyncweb.env.oracle import click, tool_call
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
-MARGIN_S = 3.0  # recovery (closing the context, opening a new page) runs inside the failing step
+HANG_BOUND = 3
+"""A step ends within this many step timeouts: the timeout itself, then recovery (closing the context, opening a new
+page) inside the failing step, with room for a busy machine. A hang is unbounded."""
 
 
 def hostile_task(origin, page, **kw):
@@ -35,7 +37,7 @@ async def timed_step(pool, session, text):
     start = time.monotonic()
     result = await pool.step(session, text)
     elapsed = time.monotonic() - start
-    assert elapsed < pool.config.step_timeout_s + MARGIN_S, elapsed
+    assert elapsed < HANG_BOUND * pool.config.step_timeout_s, elapsed
     return result
 
 

@@ -2,14 +2,13 @@
 ``fit`` starts nothing before it has finished (or raises its error)."""
 
 import threading
-import time
 
 import pytest
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 
 from verl_asyncweb.trainer.asyncweb_trainer import AsyncWebTrainer
 
-SYNC_S = 0.5
+SYNC_TIMEOUT_S = 60.0
 
 
 class _Screenshots:
@@ -22,17 +21,21 @@ class _Screenshots:
 
 
 class _CheckpointManager:
-    """verl's standalone checkpoint manager as ``on_init_end`` uses it: ``update_weights`` takes a while."""
+    """verl's standalone checkpoint manager as ``on_init_end`` uses it: ``update_weights`` blocks until the test
+    lets it finish (the rollout servers loading), with no clock involved."""
 
     def __init__(self, error: Exception | None = None) -> None:
         self.error = error
-        self.synced_at: float | None = None
+        self.release = threading.Event()
+        self.synced = threading.Event()
+        if error is not None:
+            self.release.set()
 
     def update_weights(self, global_steps: int) -> None:
-        time.sleep(SYNC_S)
+        assert self.release.wait(SYNC_TIMEOUT_S), "the test never let the weight sync finish"
         if self.error is not None:
             raise self.error
-        self.synced_at = time.monotonic()
+        self.synced.set()
 
 
 def _trainer(checkpoint_manager: _CheckpointManager) -> AsyncWebTrainer:
@@ -48,22 +51,30 @@ def _trainer(checkpoint_manager: _CheckpointManager) -> AsyncWebTrainer:
 
 @pytest.fixture
 def parent_fit(monkeypatch):
-    calls: list[float] = []
-    monkeypatch.setattr(PPOTrainerSeparateAsync, "fit", lambda self, manager: calls.append(time.monotonic()))
+    """verl's ``fit`` records, for each call, whether the first weight sync had finished by then."""
+    calls: list[bool] = []
+
+    def fit(trainer, manager) -> None:
+        calls.append(trainer.standalone_checkpoint_manager.synced.is_set())
+
+    monkeypatch.setattr(PPOTrainerSeparateAsync, "fit", fit)
     return calls
 
 
 def test_on_init_end_returns_before_the_first_weight_sync_and_fit_waits_for_it(parent_fit):
     manager = _CheckpointManager()
     trainer = _trainer(manager)
-    started = time.monotonic()
-    trainer.on_init_end()
-    assert time.monotonic() - started < SYNC_S / 2  # the task runner goes on to create the agent-loop workers
+    trainer.on_init_end()  # returns while the sync is blocked: the task runner goes on to create the workers
     assert trainer.screenshots.connected
-    assert manager.synced_at is None
-    trainer.fit(agent_loop_manager=None)
-    assert manager.synced_at is not None and len(parent_fit) == 1
-    assert parent_fit[0] >= manager.synced_at  # nothing is rolled out before the servers have the weights
+    assert not manager.synced.is_set()
+    fit = threading.Thread(target=trainer.fit, kwargs={"agent_loop_manager": None})
+    fit.start()
+    fit.join(timeout=0.5)
+    assert fit.is_alive() and parent_fit == []  # fit waits for the sync...
+    manager.release.set()
+    fit.join(timeout=SYNC_TIMEOUT_S)
+    assert not fit.is_alive()
+    assert parent_fit == [True]  # ...and rolls nothing out before the servers have the weights
 
 
 def test_fit_raises_the_weight_sync_error_and_starts_nothing(parent_fit):
@@ -79,4 +90,5 @@ def test_the_weight_sync_thread_does_not_hold_the_process_at_exit(parent_fit):
     trainer.on_init_end()
     sync_threads = [thread for thread in threading.enumerate() if thread.name == "initial-weight-sync"]
     assert sync_threads and all(thread.daemon for thread in sync_threads)
+    trainer.standalone_checkpoint_manager.release.set()
     trainer.fit(agent_loop_manager=None)

@@ -6,14 +6,21 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from verl_asyncweb.bench.e2e import _cpu_table, _JobSampler, _process_table
 
-# A parent that imports torch and starts a child holding ~200 MiB of its own pages; both wait to be killed.
+# A parent that imports torch and starts a child holding ~200 MiB of its own pages; both wait to be killed. The
+# parent is ready once the child has written its pages.
 TREE = textwrap.dedent(
     """
     import subprocess, sys, time
     import torch
-    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(200 * 2**20); import time; time.sleep(60)"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "b = bytearray(200 * 2**20); print('ready', flush=True); import time; time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert child.stdout.readline().strip() == "ready"
     print("ready", flush=True)
     time.sleep(60)
     """
@@ -65,15 +72,27 @@ def test_process_table_groups_by_name_largest_first():
     ]
 
 
+def _moment_the_busiest_process_passed(sampler: _JobSampler, cpu_s: float, timeout_s: float = 120.0) -> float:
+    """The first moment (``time.time()``) at which the sampler saw a process of the job with more than ``cpu_s``
+    CPU seconds: waits for CPU time, not wall time, which a busy machine stretches."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        moment = time.time()
+        used = sampler.cpu_until(moment)
+        if used and used[0]["cpu_s"] > cpu_s:
+            return moment
+        time.sleep(0.2)
+    pytest.fail(f"no process of the job used {cpu_s} CPU seconds within {timeout_s} s")
+
+
 def test_sampler_reads_cpu_time_per_process_as_of_a_moment():
     parent = subprocess.Popen([sys.executable, "-c", SPINNING_CHILD], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout.readline().strip() == "ready"
         sampler = _JobSampler(parent.pid, interval_s=0.2, breakdown_every=100)
         sampler.start()
-        time.sleep(1.5)
-        midway = time.time()
-        time.sleep(1.5)
+        midway = _moment_the_busiest_process_passed(sampler, 0.5)
+        _moment_the_busiest_process_passed(sampler, 2.0)
         sampler.stop()
         sampler.join()
     finally:
@@ -84,7 +103,7 @@ def test_sampler_reads_cpu_time_per_process_as_of_a_moment():
     interpreter = Path(sys.executable).name  # "python" or "python3", as the machine names it
     assert [entry["name"] for entry in after] == [interpreter, interpreter]  # the spinning child first
     assert 0.5 < before[0]["cpu_s"] < after[0]["cpu_s"]
-    assert after[0]["cpu_s"] > 5 * after[1]["cpu_s"]  # the idle parent used little
+    assert after[0]["cpu_s"] > 2.0 > 5 * after[1]["cpu_s"]  # the idle parent used little
     assert sampler.cpu_until(0.0) == []
 
 

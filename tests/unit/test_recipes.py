@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import time
 
 import pytest
 from omegaconf import OmegaConf
@@ -121,7 +120,6 @@ def test_bad_asyncweb_value_is_named():
 
 @pytest.mark.parametrize("args", [["recipe=nope"], ["trainer.no_such_key=1"]])
 def test_main_stops_before_any_worker_starts(args, tmp_path):
-    started = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "verl_asyncweb.main", *args, f"trainer.default_local_dir={tmp_path}/run"],
         capture_output=True,
@@ -132,7 +130,6 @@ def test_main_stops_before_any_worker_starts(args, tmp_path):
     assert "verl_asyncweb:" in out.stderr
     assert "Started a local Ray instance" not in out.stdout + out.stderr
     assert not (tmp_path / "run").exists()
-    assert time.monotonic() - started < 120
 
 
 def test_gpu_recipe_derives_a_screenshot_budget_that_holds_its_peak():
