@@ -48,8 +48,8 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        # cupy-cu130: what verl's nccl checkpoint engine (weight sync to vLLM) imports.
-        "gpu": ["verl[vllm,cupy-cu130]==0.9.1", "flash-attn"],
+        # cupy-cu130: what verl's nccl checkpoint engine (weight sync to vLLM) imports; flash-attn as verl pins it.
+        "gpu": ["verl[vllm,cupy-cu130,flash-attn-cu130torch211]==0.9.1"],
         "test": ["pytest==9.0.3", "pytest-asyncio==1.5.0", "pytest-timeout==2.4.0", "ruff==0.17.6"],
     },
     entry_points={"verl.plugins": ["asyncweb = verl_asyncweb.plugin"]},

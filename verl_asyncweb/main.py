@@ -144,6 +144,7 @@ def load_config(argv: list[str], allow_missing: bool = False):
         except (TypeError, ValueError) as exc:
             raise SetupError(str(exc)) from exc
     apply_staleness(cfg, cfg.asyncweb.staleness, invocation.overrides)
+    check_parameter_sync_step(cfg)
     check_micro_batches(cfg)
     check_data_parallel(cfg)
     check_agent_workers(cfg)
@@ -221,6 +222,35 @@ def apply_staleness(cfg: DictConfig, eta: int, overrides: list[str]) -> None:
     OmegaConf.update(cfg, STALENESS_THRESHOLD_KEY, eta + 1, force_add=True)
 
 
+SYNC_STEP_KEY = "trainer.v1.separate_async.parameter_sync_step"
+
+
+def check_parameter_sync_step(cfg: DictConfig) -> None:
+    """verl's sample loop runs ``trainer.v1.<trainer_mode>.parameter_sync_step`` local updates per weight sync (1
+    when the node is absent) while its separate-async trainer asserts batch sizes with ``separate_async``'s value;
+    for the ``asyncweb`` trainer the two must be one number. An absent node follows ``separate_async``'s."""
+    from verl_asyncweb.trainer.asyncweb_trainer import TRAINER_NAME
+
+    v1 = cfg.trainer.v1
+    if v1.trainer_mode != TRAINER_NAME:
+        return
+    mode_key = f"trainer.v1.{TRAINER_NAME}.parameter_sync_step"
+    if OmegaConf.select(cfg, mode_key) is None:
+        OmegaConf.update(cfg, mode_key, f"${{{SYNC_STEP_KEY}}}", force_add=True)
+    cycle, asserted = OmegaConf.select(cfg, mode_key), OmegaConf.select(cfg, SYNC_STEP_KEY)
+    if cycle != asserted:
+        raise SetupError(
+            f"{mode_key}={cycle} (the local updates verl runs per weight sync) disagrees with "
+            f"{SYNC_STEP_KEY}={asserted} (what its batch sizes are checked against); set only {SYNC_STEP_KEY}"
+        )
+    groups, mini_batch = cfg.data.train_batch_size, cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    if groups != cycle * mini_batch:
+        raise SetupError(
+            f"data.train_batch_size={groups} prompt groups per step must be {SYNC_STEP_KEY}={cycle} local updates x "
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={mini_batch} groups each"
+        )
+
+
 def check_micro_batches(cfg: DictConfig) -> None:
     """Fixed micro-batch sizes must divide a PPO mini-batch, or verl stops on the first update.
 
@@ -247,18 +277,31 @@ def check_micro_batches(cfg: DictConfig) -> None:
 
 
 def check_data_parallel(cfg: DictConfig) -> None:
-    """A PPO mini-batch must split evenly over the trainer's data-parallel ranks, or verl's actor update asserts
-    (``Got mini_batch_size=3 and self.engine.get_data_parallel_size()=2``) after the first rollouts."""
+    """verl pads each local update's step-samples to a multiple of ``ppo_mini_batch_size * rollout.n`` rows and
+    splits them over the trainer's data-parallel ranks; a multiple that does not split evenly makes its actor
+    update assert (``Got mini_batch_size=3 and self.engine.get_data_parallel_size()=2``) after the first rollouts."""
     trainer, actor = cfg.trainer, cfg.actor_rollout_ref.actor
     sequence_parallel = int(actor.get("ulysses_sequence_parallel_size", 1) or 1)
     data_parallel = trainer.nnodes * trainer.n_gpus_per_node // sequence_parallel
     mini_batch = actor.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n
     if mini_batch % data_parallel:
         raise SetupError(
-            f"actor_rollout_ref.actor.ppo_mini_batch_size * rollout.n = {mini_batch} trajectories per mini-batch "
-            f"must be divisible by the {data_parallel} data-parallel trainer ranks (trainer.nnodes x "
-            "trainer.n_gpus_per_node / ulysses_sequence_parallel_size)"
+            f"actor_rollout_ref.actor.ppo_mini_batch_size * rollout.n = {mini_batch} (verl pads each update's "
+            f"step-samples to a multiple of this many rows) must be divisible by the {data_parallel} data-parallel "
+            "trainer ranks (trainer.nnodes x trainer.n_gpus_per_node / ulysses_sequence_parallel_size)"
         )
+
+
+def check_run_folder_shared(run_dir: Path) -> None:
+    """On a cluster of several nodes, every node must see the run folder (:mod:`verl_asyncweb.shared_storage`)."""
+    from verl_asyncweb.shared_storage import RunFolderNotShared, check_shared_run_folder
+
+    try:
+        nodes = check_shared_run_folder(run_dir)
+    except RunFolderNotShared as exc:
+        raise SetupError(str(exc)) from exc
+    if nodes > 1:
+        logger.info("run folder %s is shared by all %d nodes", run_dir, nodes)
 
 
 def check_agent_workers(cfg: DictConfig) -> None:
@@ -452,6 +495,7 @@ def run(argv: list[str], console: ConsoleLogging) -> dict:
     try:
         if not cpu:
             check_gpus(cfg)
+        check_run_folder_shared(run_folder.root)
         if check_worker_registrations:
             # A worker with other packages would fail later, deep inside verl; a worker process importing verl
             # to check takes ~10 s, so a local cluster (this interpreter, checked above) skips it.

@@ -10,7 +10,7 @@ from verl_asyncweb.agent.config import AgentConfig
 def test_agent_config_defaults_match_design():
     config = AgentConfig()
     assert config.history_images == 1 and config.max_history_text_rounds == 8
-    assert config.max_response_tokens == 512 and config.max_prompt_tokens == 4096
+    assert config.max_prompt_tokens == 4096
     assert config.screenshot_store_budget_bytes is None  # derived from the recipe by verl_asyncweb.main
     assert config.screenshot_store_name == "asyncweb_screenshot_store"
     assert config.screenshot_max_side == 1280 and config.stuck_repeat_limit == 2

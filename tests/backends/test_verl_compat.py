@@ -130,3 +130,27 @@ def test_the_empty_server_manager_starts_no_load_balancer():
         "print(m.global_load_balancer, m.get_replicas(), m.server_addresses)"
     )
     assert _probe(probe) == "None [] []"
+
+
+# An FSDP2 model on one gloo rank; its "saved" cycle-start weights must not follow an in-place update.
+_SAVE_PROBE = """
+import os, sys
+os.environ['VERL_PLATFORM'] = sys.argv[1]
+import torch, torch.distributed as dist, verl
+from torch.distributed.fsdp import fully_shard
+import verl.utils.fsdp_utils as fsdp_utils
+dist.init_process_group('gloo', store=dist.HashStore(), rank=0, world_size=1)
+model = fully_shard(torch.nn.Linear(4, 4))
+saved, _ = fsdp_utils.fsdp2_sharded_save_to_cpu(model)
+with torch.no_grad():
+    model.weight.add_(1.0)
+print(float((model.weight.to_local() - saved['weight'][0]).abs().max()))
+"""
+
+
+@pytest.mark.parametrize("platform, moved", [("cpu", 1.0), ("", 0.0)])
+def test_the_saved_cycle_start_weights_are_a_copy_on_cpu(platform, moved):
+    """pi_prox of a cycle's later local updates comes from these weights; verl's save aliases them on CPU."""
+    out = subprocess.run([sys.executable, "-c", _SAVE_PROBE, platform], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip().splitlines()[-1]) == moved

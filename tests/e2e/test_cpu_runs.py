@@ -36,6 +36,8 @@ from omegaconf import OmegaConf
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
 
 ETA = 2  # asyncweb.staleness of the CPU recipes: consumed samples lag the trained weights by at most 2 versions
+# The GPU recipes' cycle: two local updates of one prompt group each against the cycle-start weights, then one sync.
+SYNC_CYCLE = ("trainer.v1.separate_async.parameter_sync_step=2", "actor_rollout_ref.actor.ppo_mini_batch_size=1")
 
 
 def _chromium_descendants(pid: int) -> list[psutil.Process]:
@@ -92,6 +94,8 @@ def async_run(tmp_path_factory) -> tuple[Path, int, int]:
             "trainer.save_freq=1",
             f"trainer.total_training_steps={total_steps}",
             "asyncweb.tasks.max_train_tasks=0",
+            *SYNC_CYCLE,
+            "actor_rollout_ref.actor.ppo_epochs=2",
         )
 
     with (tmp_path / "attempt0.log").open("w") as out:
@@ -256,6 +260,7 @@ def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[i
         "asyncweb.rollout_mode=sync",
         "trainer.total_training_steps=2",
         "asyncweb.tiny_model_size=qwen3-tiny",
+        *SYNC_CYCLE,
         # As in gpu_check: a random model earns no reward, and this bonus alone makes every update move the weights.
         "actor_rollout_ref.actor.entropy_coeff=0.01",
         "asyncweb.agent.branch_step=1",
@@ -284,6 +289,9 @@ def test_sync_run_of_the_same_recipe(sync_run):
     for data in steps.values():
         assert data["asyncweb/overlap/generation_during_update_s"] == 0.0
         assert data["asyncweb/policy_lag/max"] == 0, "sync: every sample comes from the weights being trained"
+        # Two local updates per weight sync: the second one's pi_prox is the cycle-start weights' (the per-token
+        # agreement below), not the weights the first update left.
+        assert data["asyncweb/optimizer_steps"] == 2
         assert data["asyncweb/screenshots/images_per_step"] > 0 and data["asyncweb/screenshots/dropped_samples"] == 0
         # Tokens per second per trainer rank: the hf rollout server runs on CPU and counts as no GPU.
         assert data["perf/throughput"] == pytest.approx(data["perf/total_num_tokens"] / data["perf/time_per_step"])
@@ -298,7 +306,7 @@ def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync
     """``gpu_check`` reads a GPU run's folder; this run has the same model family and shape. Doctored copies show
     that disagreeing probabilities, a weight sync that never reached the server, an update that moved nothing and
     a stale sample each fail their own checks."""
-    from verl_asyncweb.compare.metric_names import ENV_FAILURES_TOTAL, POLICY_LAG_MAX
+    from verl_asyncweb.compare.metric_names import ENV_FAILURES_TOTAL, OPTIMIZER_STEPS, POLICY_LAG_MAX
     from verl_asyncweb.gpu_check import GRAD_NORM_KEY, RATIO_MIN_KEY, judge_run
 
     run_dir = sync_run[0]
@@ -307,10 +315,12 @@ def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync
 
     broken = tmp_path / "broken"
     (broken / "episodes").mkdir(parents=True)
+    shutil.copy(run_dir / "config.yaml", broken / "config.yaml")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     records[-1]["data"][RATIO_MIN_KEY] = 0.9  # one token 10% less likely under pi_prox than under the rollout
     records[0]["data"][GRAD_NORM_KEY] = 0.0
     records[-1]["data"][POLICY_LAG_MAX] = 1.0
+    records[0]["data"][OPTIMIZER_STEPS] = 4.0  # mini-batches within a local update, as verl would split them
     (broken / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     episodes = [json.loads(line) for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines()]
     for episode in episodes:
@@ -322,7 +332,8 @@ def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync
         "every update moved the weights",
         "every trained sample from the trainer's weights",
         "rollout and trainer log-probs agree (every token within 0.001)",
-        "weights synced to the rollout server",
+        "parameter_sync_step x ppo_epochs optimizer steps per training step",
+        "weights synced to the rollout server once per cycle",
     ]
     assert all(not check.ok for check in judge_run(tmp_path / "never_ran", steps=2))
 
@@ -333,6 +344,7 @@ def test_gpu_check_verdict_passes_this_qwen3_run_and_fails_each_broken_part(sync
     records[-1]["data"].pop(ENV_FAILURES_TOTAL)
     (uncounted / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     shutil.copytree(run_dir / "episodes", uncounted / "episodes")
+    shutil.copy(run_dir / "config.yaml", uncounted / "config.yaml")
     failed = [check.name for check in judge_run(uncounted, steps=2) if not check.ok]
     assert failed == ["no failed or raising episodes"]
 
@@ -427,23 +439,22 @@ def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
             run_dir / f"global_step_{step}" / "actor" / f"{name}_world_size_1_rank_0.pt", weights_only=False
         )
 
-    # One optimizer step per mini-batch of ppo_mini_batch_size x n step-samples (one screenshot each here; verl
-    # pads the batch to whole mini-batches): the checkpoint of the last step counts every step's updates, which a
+    # parameter_sync_step local updates per step, one optimizer step per PPO epoch each (verl's mini-batches of 2
+    # rows would take 16 per step here): the checkpoint of the last step counts every step's updates, which a
     # re-initialised optimizer would not.
     steps = {**read_steps(run_dir / "metrics.jsonl"), **read_steps(run_dir / "metrics.attempt-1.jsonl")}
-    config = OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref
-    mini_batch = config.actor.ppo_mini_batch_size * config.rollout.n * config.actor.ppo_epochs
-    updates = [
-        (d["asyncweb/screenshots/images_per_step"] + d["asyncweb/screenshots/padding_samples"]) / mini_batch
-        for _, d in sorted(steps.items())
-    ]
+    config = OmegaConf.load(run_dir / "config.yaml")
+    per_step = config.trainer.v1.separate_async.parameter_sync_step * config.actor_rollout_ref.actor.ppo_epochs
+    assert per_step == 4
+    assert all(d["asyncweb/optimizer_steps"] == per_step for d in steps.values()), steps
     adam_steps = {
         step: float(next(iter(actor_state(step, "optim")["state"].values()))["step"]) for step in (saved, last)
     }
-    assert adam_steps == {saved: sum(updates[:saved]), last: sum(updates)}, (adam_steps, updates)
-    # The scheduler and the RNG share one file that verl loads as a whole.
+    assert adam_steps == {saved: saved * per_step, last: last * per_step}, adam_steps
+    # The scheduler (stepped once per local update) and the RNG share one file that verl loads as a whole.
     extra = actor_state(last, "extra_state")
-    assert extra["lr_scheduler"]["last_epoch"] == last and set(extra["rng"]) >= {"cpu", "numpy", "random"}
+    cycle = config.trainer.v1.separate_async.parameter_sync_step
+    assert extra["lr_scheduler"]["last_epoch"] == last * cycle and set(extra["rng"]) >= {"cpu", "numpy", "random"}
 
 
 def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp_path):

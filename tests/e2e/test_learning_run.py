@@ -165,6 +165,12 @@ def test_every_step_learns_from_a_real_signal_and_the_rollout_agrees_with_the_tr
     successes = [data["asyncweb/success_rate"] for data in steps.values()]
     assert all(0 < rate < 1 for rate in successes[:1]), "the warm start gives mixed outcomes"
     assert sum(data["asyncweb/screenshots/padding_samples"] for data in steps.values()) > 0, "no batch was padded"
+    # One optimizer step per PPO epoch whatever the episodes' lengths (1 or 2 steps here: verl's mini-batches of
+    # ppo_mini_batch_size x n = 8 rows would take 2 or 4 per step).
+    epochs = OmegaConf.load(learning_run / "config.yaml").actor_rollout_ref.actor.ppo_epochs
+    assert all(data["asyncweb/optimizer_steps"] == epochs for data in steps.values()), steps
+    lengths = {len(json.loads(line)["steps"]) for line in (learning_run / "episodes" / "episodes.jsonl").open()}
+    assert {1, 2} <= lengths, lengths
 
 
 def test_two_trainer_ranks_save_sharded_checkpoints(learning_run):

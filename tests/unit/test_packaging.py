@@ -76,11 +76,18 @@ def test_cpu_constraints_satisfy_our_ranges_and_verls():
     assert set(cpu) <= set(ours) | set(verls)
 
 
-def test_gpu_extra_brings_vllm_and_what_the_nccl_weight_sync_imports():
-    (verl,) = [req for name, req in requirements("verl_asyncweb", "gpu").items() if name == "verl"]
-    assert {"vllm", "cupy-cu130"} <= verl.extras and verl.specifier.contains("0.9.1")
+FLASH_ATTN_EXTRA = "flash-attn-cu130torch211"
+
+
+def test_gpu_extra_brings_vllm_what_the_nccl_weight_sync_imports_and_verls_flash_attn():
+    gpu = requirements("verl_asyncweb", "gpu")
+    (verl,) = [req for name, req in gpu.items() if name == "verl"]
+    assert {"vllm", "cupy-cu130", FLASH_ATTN_EXTRA} <= verl.extras and verl.specifier.contains("0.9.1")
     cupy = requirements("verl", "cupy-cu130")
     assert any(name.startswith("cupy") for name in cupy), cupy
+    # flash-attn as verl pins it, not a second pin of ours that could drift from it.
+    assert "flash-attn" not in gpu
+    assert str(requirements("verl", FLASH_ATTN_EXTRA)["flash-attn"].specifier) == "==2.8.3"
 
 
 def test_the_offline_bundle_holds_every_requirement_the_image_lacks():

@@ -10,6 +10,7 @@ from verl_asyncweb.bench.learning import ARMS as LEARNING_ARMS
 from verl_asyncweb.main import (
     SetupError,
     _starts_local_cluster,
+    check_parameter_sync_step,
     joining_ray_init,
     load_config,
     main,
@@ -24,6 +25,9 @@ GPU_VALUES = [
     "asyncweb.judge.model=judge",
     "asyncweb.tasks.train=[/data/webgym/train.jsonl]",
 ]
+
+
+ONE_GROUP = ["actor_rollout_ref.actor.ppo_mini_batch_size=1"]
 
 
 def required_values(recipe: str) -> list[str]:
@@ -43,6 +47,39 @@ def test_recipe_composes_and_validates(recipe):
         cfg.trainer.v1.separate_async.parameter_sync_step * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
     )
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+
+
+def _cycle_as_verl_reads_it(cfg) -> int:
+    """``trainer_base.__init__``'s read: the node of the trainer mode, 1 when it has none."""
+    return cfg.trainer.v1.get(cfg.trainer.v1.trainer_mode, {}).get("parameter_sync_step", 1)
+
+
+@pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync", "gpu_check", "gpu_check_1gpu"])
+def test_gpu_recipes_run_two_local_updates_per_weight_sync(recipe):
+    cfg, _ = load_config([f"recipe={recipe}", *required_values(recipe)])
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))  # as verl's trainer receives it
+    assert cfg.trainer.v1.trainer_mode == "asyncweb"
+    assert _cycle_as_verl_reads_it(cfg) == cfg.trainer.v1.separate_async.parameter_sync_step == 2
+    assert cfg.data.train_batch_size == 2 * cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+
+
+def test_the_cycle_follows_separate_async_and_a_disagreeing_value_is_refused_naming_both_keys():
+    cfg, _ = load_config(["recipe=cpu_smoke", "trainer.v1.separate_async.parameter_sync_step=2", *ONE_GROUP])
+    assert _cycle_as_verl_reads_it(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))) == 2
+    with pytest.raises(SetupError) as refused:
+        load_config(["recipe=cpu_smoke", "trainer.v1.asyncweb.parameter_sync_step=2", *ONE_GROUP])
+    for key in ("trainer.v1.asyncweb.parameter_sync_step=2", "trainer.v1.separate_async.parameter_sync_step=1"):
+        assert key in str(refused.value)
+    with pytest.raises(SetupError, match=r"data.train_batch_size=2 .*parameter_sync_step=2 local updates x"):
+        load_config(["recipe=cpu_smoke", "trainer.v1.separate_async.parameter_sync_step=2"])
+
+
+def test_a_config_without_the_asyncweb_node_gets_the_cycle_of_separate_async():
+    cfg, _ = load_config(["recipe=cpu_smoke", "trainer.v1.separate_async.parameter_sync_step=2", *ONE_GROUP])
+    OmegaConf.set_struct(cfg, False)
+    del cfg.trainer.v1["asyncweb"]  # a recipe composed without our bases
+    check_parameter_sync_step(cfg)
+    assert _cycle_as_verl_reads_it(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))) == 2
 
 
 def test_gpu_recipe_without_its_values_names_them():
@@ -276,7 +313,10 @@ def test_a_mini_batch_that_does_not_split_over_the_trainer_ranks_is_refused():
         "data.train_batch_size=1",
         "actor_rollout_ref.actor.ppo_mini_batch_size=1",
     ]
-    with pytest.raises(SetupError, match="= 3 trajectories per mini-batch must be divisible by the 2 data-parallel"):
+    with pytest.raises(
+        SetupError,
+        match=r"= 3 \(verl pads .* to a multiple of this many rows\) must be divisible by the 2 data-parallel",
+    ):
         load_config([*two_ranks, "actor_rollout_ref.rollout.n=3"])
     load_config([*two_ranks, "actor_rollout_ref.rollout.n=4"])
 

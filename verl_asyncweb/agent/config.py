@@ -25,7 +25,6 @@ class AgentConfig(BaseConfig):
             images; older rounds are summarised as text. AsyncWebRL keeps 1.
         max_history_text_rounds: At most this many older rounds are summarised as text lines (oldest dropped
             first); 0 sends no text history.
-        max_response_tokens: Generation limit per step, in tokens.
         max_prompt_tokens: Prompt limit per step, in tokens; a longer prompt ends the episode as a context
             overflow (a failure, REFERENCE.md "Fault handling").
         screenshot_store_budget_bytes: Bytes the :class:`~verl_asyncweb.agent.screenshots.ScreenshotStore` may
@@ -63,7 +62,6 @@ class AgentConfig(BaseConfig):
 
     history_images: int = 1
     max_history_text_rounds: int = 8
-    max_response_tokens: int = 512
     max_prompt_tokens: int = 4096
     screenshot_store_budget_bytes: int | None = None
     screenshot_store_name: str = "asyncweb_screenshot_store"
@@ -82,7 +80,6 @@ class AgentConfig(BaseConfig):
     def __post_init__(self):
         check_int(f"{_PREFIX}.history_images", self.history_images, 1)
         check_int(f"{_PREFIX}.max_history_text_rounds", self.max_history_text_rounds, 0)
-        check_int(f"{_PREFIX}.max_response_tokens", self.max_response_tokens, 1)
         check_int(f"{_PREFIX}.max_prompt_tokens", self.max_prompt_tokens, 1)
         check_int(f"{_PREFIX}.max_steps", self.max_steps, 0)
         if self.screenshot_store_budget_bytes is not None:

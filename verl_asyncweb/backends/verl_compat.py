@@ -15,6 +15,10 @@ CPU only:
   ``LLMServerManager`` (``create_empty``) whose request load balancer routes nothing (rollout goes through the
   standalone manager's own balancer) yet is a process that imports torch and verl: ~0.6 GiB of a laptop's memory
   and a start-up import. The empty manager gets no balancer (``global_load_balancer`` is ``None``).
+- ``cpu_model_copy``: ``fsdp2_sharded_save_to_cpu`` keeps the cycle-start weights of a ``parameter_sync_step`` > 1
+  cycle (pi_prox of its later local updates) as ``shard.detach().cpu()``, which on CPU is the parameter's own
+  storage: the next update changes the "saved" weights too, and pi_prox comes from the updated ones. The saved
+  shards are copies.
 
 Every platform:
 
@@ -114,6 +118,18 @@ def _patch_empty_server_manager_balancer() -> None:
     LLMServerManager.create_empty = create_empty
 
 
+def _patch_cpu_model_copy() -> None:
+    import verl.utils.fsdp_utils as fsdp_utils
+
+    save_to_cpu = fsdp_utils.fsdp2_sharded_save_to_cpu
+
+    def save_copies_to_cpu(model):
+        state, global_spec = save_to_cpu(model)
+        return {name: (shard.clone(), spec) for name, (shard, spec) in state.items()}, global_spec
+
+    fsdp_utils.fsdp2_sharded_save_to_cpu = save_copies_to_cpu
+
+
 class _FlushTolerantLogger(logging.LoggerAdapter):
     """Drops the print-style ``flush=`` keyword that verl passes to ``logger.info``."""
 
@@ -209,6 +225,13 @@ WORKAROUNDS = (
         attribute="LLMServerManager.create_empty",
         expected_source="await instance._init_global_load_balancer()",
         apply=_patch_empty_server_manager_balancer,
+    ),
+    Workaround(
+        name="cpu_model_copy",
+        module="verl.utils.fsdp_utils",
+        attribute="fsdp2_sharded_save_to_cpu",
+        expected_source="local_cpu_tensor = local_gpu_tensor.detach().cpu()",
+        apply=_patch_cpu_model_copy,
     ),
     Workaround(
         name="separate_async_logger",

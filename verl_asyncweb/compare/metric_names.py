@@ -33,6 +33,8 @@ ENV_FAILURES = "asyncweb/env_failures"
 POLICY_LAG_MEAN = "asyncweb/policy_lag/mean"
 POLICY_LAG_MAX = "asyncweb/policy_lag/max"
 TRAINER_IDLE_FRAC = "asyncweb/trainer_idle_frac"
+OPTIMIZER_STEPS = "asyncweb/optimizer_steps"
+"""Optimizer steps the actor took in a training step: parameter_sync_step local updates x ppo_epochs."""
 ROLLOUT_IDLE_FRAC = "asyncweb/rollout_idle_frac"
 
 # Clip triggers of the decoupled PPO loss, and verl's own clip fraction.
@@ -128,6 +130,7 @@ DOCUMENTED_METRICS: dict[str, str] = {
     POLICY_LAG_MEAN: EVERY_STEP,
     POLICY_LAG_MAX: EVERY_STEP,
     TRAINER_IDLE_FRAC: EVERY_STEP,
+    OPTIMIZER_STEPS: EVERY_STEP,
     ROLLOUT_IDLE_FRAC: EVERY_STEP,
     OVERLAP_GENERATION_DURING_UPDATE: EVERY_STEP,
     TRAJS_PER_HOUR: EVERY_STEP,

@@ -1,14 +1,18 @@
 """The ``asyncweb`` trainer: verl's separate-async V1 trainer with multi-step web-agent advantages and metrics.
 
 Rollout (agent-loop workers, ``hf``/vLLM servers, the browser pool) runs continuously next to training; verl's
-replay buffer applies the staleness bound eta (``asyncweb.staleness``, as verl's span threshold eta + 1), the
-trainer recomputes pi_prox before each update and syncs weights every ``parameter_sync_step`` updates. This
-subclass changes these hooks:
+replay buffer applies the staleness bound eta (``asyncweb.staleness``, as verl's span threshold eta + 1). A
+training step is one cycle of ``parameter_sync_step`` local updates, each on ``ppo_mini_batch_size`` prompt
+groups with pi_prox recomputed from the cycle-start weights, then one weight sync. This subclass changes these
+hooks:
 
 - ``_compute_advantage``: one advantage per trajectory (group = task, steps deduplicated by trajectory id)
   with the 1/|tau| or 1/k step normalizer, broadcast to every token of every step-sample;
-- ``on_train_begin`` / ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` no batch is prefetched and
-  generation pauses while training (WebGym's way), resuming with the weight sync of ``on_step_end``;
+- ``_update_actor``: each local update is one optimizer step per PPO epoch on all its step-samples (verl would
+  split them into mini-batches of ``ppo_mini_batch_size x rollout.n`` rows, as many as the episodes had steps);
+- ``on_train_begin`` / ``prepare_step`` / ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` no batch is
+  prefetched, every group of the cycle finishes before its first local update, and generation pauses then
+  (WebGym's way), resuming with the weight sync of ``on_step_end``;
 - ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step;
   ``perf/throughput`` counts no GPU for an ``hf`` rollout server (it runs on CPU);
 - ``on_init_end`` / ``fit``: verl's first weight sync, which waits for the rollout servers to load, runs in the
@@ -61,7 +65,9 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self._last_drain_at = self._started_at
         self._last_update_interval: tuple[float, float] | None = None
         self._pending_releases: list[tuple[int, str]] = []
-        self._pixel_metrics: dict[str, float] = {}
+        self._pixel_stats = None  # the cycle's PixelStats, summed over its local updates
+        self._pixel_seconds = 0.0
+        self._optimizer_steps = 0
         self._pixel_builders: list | None = None
         from verl_asyncweb.agent.screenshots import ScreenshotClient
 
@@ -103,7 +109,11 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         stats = attach_pixel_values(
             batch, self.processor, self.screenshots, mm_kwargs, self.asyncweb.pixels.chunk_samples, self._pixel_builders
         )
-        self._pixel_metrics = {**stats.metrics(), "timing_s/asyncweb/pixels": time.time() - started}
+        self._pixel_seconds += time.time() - started
+        if self._pixel_stats is None:
+            self._pixel_stats = stats
+        else:
+            self._pixel_stats.add(stats)
         return super()._compute_old_log_prob(batch, metrics)
 
     # ------------------------------------------------------------------ advantages
@@ -150,17 +160,44 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
             return
         super().on_train_begin()
 
+    def prepare_step(self) -> dict:
+        metrics = super().prepare_step()
+        if self.asyncweb.rollout_mode == "sync":
+            # Every group of the cycle (all of its local updates) finishes before the first update: generation then
+            # pauses once, and the cycle's later samples find their groups finished.
+            _, evictions = self.replay_buffer.wait_for_sampleable(
+                self.global_steps, "train", self.config.data.train_batch_size
+            )
+            metrics.update(evictions)
+        return metrics
+
     def on_sample_end(self):
         super().on_sample_end()
-        if self.asyncweb.rollout_mode == "sync":
+        if self.asyncweb.rollout_mode == "sync" and self.local_trigger_step == 0:
             # Hold every generation request until on_step_end's weight sync resumes the servers.
             self.standalone_checkpoint_manager.abort_replicas()
 
-    # ------------------------------------------------------------------ timing of the update
+    # ------------------------------------------------------------------ the update
 
     def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """One optimizer step per PPO epoch on the whole sampled batch, timed for the overlap metric."""
         start = time.time()
-        batch = super()._update_actor(batch, metrics)
+        workers = self.actor_rollout_wg
+        update_actor = workers.update_actor
+        rows = len(batch)
+
+        def update_on_one_mini_batch(data: KVBatchMeta):
+            # verl sets the mini-batch to ppo_mini_batch_size x rollout.n rows, one row per episode step.
+            data.extra_info.update({"mini_batch_size": rows, "global_batch_size": rows})
+            output = update_actor(data)
+            self._optimizer_steps += optimizer_steps(output)
+            return output
+
+        workers.update_actor = update_on_one_mini_batch
+        try:
+            batch = super()._update_actor(batch, metrics)
+        finally:
+            workers.update_actor = update_actor
         self._last_update_interval = (start, time.time())
         return batch
 
@@ -177,7 +214,11 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         if len(lags):
             metrics[names.POLICY_LAG_MEAN] = float(lags.mean())
             metrics[names.POLICY_LAG_MAX] = float(lags.max())
-        metrics.update(self._pixel_metrics)
+        if self._pixel_stats is not None:  # every local update of the cycle
+            metrics.update({**self._pixel_stats.metrics(), "timing_s/asyncweb/pixels": self._pixel_seconds})
+        self._pixel_stats, self._pixel_seconds = None, 0.0
+        metrics[names.OPTIMIZER_STEPS] = float(self._optimizer_steps)
+        self._optimizer_steps = 0
         watchdog = getattr(self.agent_loop_manager, "watchdog", None)
         if watchdog is not None:
             metrics.update(watchdog.stats())
@@ -207,6 +248,12 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
             earlier = RunFolder(Path(self.config.trainer.default_local_dir)).read_metrics()
             self._resumed_wall_s = float(earlier.get(global_steps - 1, {}).get(names.WALL_S, 0.0))
         return self._resumed_wall_s + time.time() - self._started_at
+
+
+def optimizer_steps(update_output) -> int:
+    """Optimizer steps in the output of verl's ``update_actor``: its metrics list one gradient norm per step."""
+    grad_norms = update_output["metrics"]["grad_norm"]
+    return len(grad_norms) if isinstance(grad_norms, list) else 1
 
 
 def _start_in_background(call: Callable[[], object], name: str) -> Future:
