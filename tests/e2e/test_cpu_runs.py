@@ -189,8 +189,9 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     assert _env_failures_logged(run_dir), "killed episodes are counted"
     resumed = read_steps(run_dir / "metrics.attempt-1.jsonl")
     assert sorted(resumed) == list(range(saved + 1, last + 1)), "the resumed attempt continues from the save"
-    # Its wall clock goes on from the save's (the x axis of every wall-time plot), plus its own start-up (> 20 s).
-    assert resumed[saved + 1]["asyncweb/wall_s"] > first[saved]["asyncweb/wall_s"] + 20
+    # Its wall clock goes on from the save's (the x axis of every wall-time plot): a clock started again would read
+    # less than the first attempt's own start-up and steps.
+    assert resumed[saved + 1]["asyncweb/wall_s"] > first[saved]["asyncweb/wall_s"]
     # Trajectories restored from the checkpoint reference screenshots of the killed job's store: the trainer
     # rebuilt their pixels from the run folder's copies, and lost none.
     assert sum(d["asyncweb/screenshots/from_run_folder"] for d in resumed.values()) > 0

@@ -191,7 +191,7 @@ def _first_update_effect(run_dir: Path, warm_start_dir: Path) -> float:
 
 
 def test_the_first_update_favours_the_rewarded_actions_and_the_sign_flip_disfavours_them(
-    learning_run, control_run, warm_start_model
+    learning_run, control_run, warm_start_model, record_property
 ):
     """GRPO's update raises the log-prob margin of the rewarded first actions over the failed ones in the groups it
     trained on; the same update with the advantage sign flipped lowers it. One update, measured on its own samples,
@@ -199,6 +199,8 @@ def test_the_first_update_favours_the_rewarded_actions_and_the_sign_flip_disfavo
     (the spread over repeated runs is measured by the e2e repetitions of issue #42)."""
     effect = _first_update_effect(learning_run, warm_start_model)
     control = _first_update_effect(control_run, warm_start_model)
+    record_property("first_update_effect", effect)  # in --junitxml reports: the spread over repeated runs
+    record_property("sign_flip_effect", control)
     assert effect > 0 > control, (effect, control)
     record = json.loads((warm_start_model / "warm_start.json").read_text())
     assert record["steps"] == WARM_START_STEPS

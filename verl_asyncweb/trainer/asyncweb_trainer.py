@@ -63,7 +63,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self._started_at = time.time()
         self._resumed_wall_s: float | None = None
         self._last_drain_at = self._started_at
-        self._last_update_interval: tuple[float, float] | None = None
+        self._update_intervals: list[tuple[float, float]] = []  # the cycle's local updates
         self._pending_releases: list[tuple[int, str]] = []
         self._pixel_stats = None  # the cycle's PixelStats, summed over its local updates
         self._pixel_seconds = 0.0
@@ -198,7 +198,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
             batch = super()._update_actor(batch, metrics)
         finally:
             workers.update_actor = update_actor
-        self._last_update_interval = (start, time.time())
+        self._update_intervals.append((start, time.time()))
         return batch
 
     # ------------------------------------------------------------------ metrics

@@ -86,9 +86,9 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
     hours = max(now - window_start, 1e-6) / 3600.0
     metrics[names.TRAJS_PER_HOUR] = len([e for e in episodes if not e["env_failed"]]) / hours
     metrics[names.ROLLOUT_IDLE_FRAC] = 1.0 - busy_fraction(intervals, window_start, now)
-    update = trainer._last_update_interval
-    if update is not None:
-        overlap = busy_fraction(intervals, *update) * (update[1] - update[0])
+    updates, trainer._update_intervals = trainer._update_intervals, []
+    if updates:  # every local update of the cycle
+        overlap = sum(busy_fraction(intervals, start, end) * (end - start) for start, end in updates)
         metrics[names.OVERLAP_GENERATION_DURING_UPDATE] = overlap
     metrics[names.ENV_FAILURES_TOTAL] = float(drained["totals"]["env_failures"])
     metrics[names.EPISODE_ERRORS_TOTAL] = float(drained["totals"]["episode_errors"])
