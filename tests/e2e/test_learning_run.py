@@ -197,9 +197,9 @@ def test_the_first_update_favours_the_rewarded_actions_and_the_sign_flip_disfavo
     trained on; the same update with the advantage sign flipped lowers it. One update, measured on its own samples,
     so the effect does not depend on what later steps sampled. Measured over 7 runs from fresh clones
     (2026-12-04, `pytest tests/e2e` six times and the whole suite once; the runs share seeds, yet the rollouts
-    and updates differ between runs: 4 distinct rollouts): effect +0.56 +- 0.15 (mean +- sd, range +0.41 to
-    +0.84), control -0.53 +- 0.12 (range -0.75 to -0.43); each is 3.7 and 4.5 sd from zero. The earlier form of
-    this test (step 1's groups read after all 4 steps) failed 1 run in 4."""
+    and updates differ between runs: 3 distinct learning and 4 distinct control rollouts): effect +0.56 +- 0.15
+    (mean +- sd, range +0.41 to +0.84), control -0.53 +- 0.12 (range -0.75 to -0.43); each is 3.7 and 4.5 sd
+    from zero. The earlier form of this test (step 1's groups read after all 4 steps) failed 1 run in 4."""
     effect = _first_update_effect(learning_run, warm_start_model)
     control = _first_update_effect(control_run, warm_start_model)
     record_property("first_update_effect", effect)  # in --junitxml reports: the spread over repeated runs
