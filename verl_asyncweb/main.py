@@ -147,6 +147,7 @@ def load_config(argv: list[str], allow_missing: bool = False):
     check_parameter_sync_step(cfg)
     check_micro_batches(cfg)
     check_data_parallel(cfg)
+    check_fused_kernels(cfg)
     check_agent_workers(cfg)
     if resolve_screenshot_budget(cfg) and asyncweb is not None:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
@@ -292,6 +293,18 @@ def check_data_parallel(cfg: DictConfig) -> None:
         )
 
 
+def check_fused_kernels(cfg: DictConfig) -> None:
+    """The trainer masks the tokens the rollout server never samples on the output of the model's ``lm_head``
+    (``algo.sampler_mask``); verl's fused kernels compute log-probs from its weight and would train the unmasked
+    distribution again."""
+    if cfg.actor_rollout_ref.model.get("use_fused_kernels", False):
+        raise SetupError(
+            "actor_rollout_ref.model.use_fused_kernels=true bypasses the trainer's mask of the tokens the rollout "
+            "server never samples (vision placeholders): pi_prox and pi_theta would not be the sampled policy; "
+            "set it to false"
+        )
+
+
 def check_run_folder_shared(run_dir: Path) -> None:
     """On a cluster of several nodes, every node must see the run folder (:mod:`verl_asyncweb.shared_storage`)."""
     from verl_asyncweb.shared_storage import RunFolderNotShared, check_shared_run_folder
@@ -370,6 +383,8 @@ def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
 
 def worker_env(cfg: DictConfig, metrics_path: Path, run: RunFolder) -> dict[str, str]:
     """Environment every Ray worker gets (on top of verl's own runtime env)."""
+    from verl_asyncweb.algo.sampler_mask import SAMPLER_MASK_ENV
+
     env = {
         "VERL_FILE_LOGGER_PATH": str(metrics_path),
         "TENSORBOARD_DIR": str(run.root / "tensorboard"),
@@ -377,6 +392,7 @@ def worker_env(cfg: DictConfig, metrics_path: Path, run: RunFolder) -> dict[str,
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        SAMPLER_MASK_ENV: "1",
     }
     if os.environ.get("VERL_PLATFORM"):
         env["VERL_PLATFORM"] = os.environ["VERL_PLATFORM"]

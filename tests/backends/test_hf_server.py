@@ -1,4 +1,5 @@
-"""The hf rollout server: its log-probs are pi_behave, so they must equal a teacher-forced forward pass."""
+"""The hf rollout server: its log-probs are pi_behave, so they must equal the trainer's teacher-forced forward pass
+(the same tokens masked on both sides, as with verl's vLLM server)."""
 
 import asyncio
 import io
@@ -7,7 +8,9 @@ import pytest
 import torch
 from PIL import Image
 
+from verl_asyncweb.algo.sampler_mask import install_trainer_mask
 from verl_asyncweb.backends.hf_server import HFRolloutServer
+from verl_asyncweb.gpu_check import LOG_PROB_DIFF_MAX
 
 TEMPERATURE = 0.7
 
@@ -38,9 +41,14 @@ def _prompt(
 
 @torch.no_grad()
 def _teacher_forced_log_probs(server, prompt_ids, response_ids, images) -> torch.Tensor:
+    """The trainer's pi_prox of the response: the server's weights with the trainer's mask of the banned ids."""
     input_ids = prompt_ids + response_ids
     inputs = server._model_inputs(input_ids, images)
-    logits = server.model(**inputs).logits[0].float()
+    mask = install_trainer_mask(server.model, server.banned_token_ids)
+    try:
+        logits = server.model(**inputs).logits[0].float()
+    finally:
+        mask.remove()
     positions = torch.arange(len(prompt_ids) - 1, len(input_ids) - 1)
     log_probs = torch.log_softmax(logits[positions] / TEMPERATURE, dim=-1)
     return log_probs.gather(-1, torch.tensor(response_ids).unsqueeze(-1)).squeeze(-1)
@@ -68,6 +76,38 @@ def test_hf_server_log_probs_match_teacher_forced_forward(server, with_image):
     torch.testing.assert_close(torch.tensor(output.log_probs), expected, atol=1e-4, rtol=0)
 
 
+class _UnmaskedLogProbServer(HFRolloutServer):
+    """Samples like the real server but reports log-probs of the unmasked distribution (the server before #36)."""
+
+    def _log_probs(self, logits, tokens, scale):
+        return torch.log_softmax(logits / scale, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def test_the_agreement_bound_passes_the_masked_server_and_catches_an_unmasked_one(server, tiny_model_path):
+    """gpu_check's per-token bound |log pi_prox - log pi_rollout| < 1e-3 on identical weights: met by this server,
+    broken on every token by one that reports the unmasked distribution (the tiny model's two banned placeholders
+    hold 1.4e-3 to 3e-3 of the mass at each position)."""
+    unmasked = _UnmaskedLogProbServer(str(tiny_model_path), response_length=24, max_model_len=4096, seed=3)
+    prompt_ids, images = _prompt(server, with_image=True)
+    request = {"temperature": TEMPERATURE, "max_tokens": 24}
+    for name, candidate in (("masked", server), ("unmasked", unmasked)):
+        output = asyncio.run(candidate.generate(prompt_ids, request, f"agree-{name}", image_data=images))
+        pi_prox = _teacher_forced_log_probs(server, prompt_ids, output.token_ids, images)
+        differences = (torch.tensor(output.log_probs) - pi_prox).abs()
+        if name == "masked":
+            assert differences.max() < LOG_PROB_DIFF_MAX / 10
+        else:
+            assert differences.min() > LOG_PROB_DIFF_MAX, differences
+
+
+def test_the_banned_ids_are_those_verl_bans_in_vllm(server):
+    """verl's vLLM server bans the image and video placeholders and the ids beyond the tokenizer (none in the tiny
+    model, whose vocabulary is the tokenizer's); vision start/end stay samplable there, so here too."""
+    config = server.model.config
+    assert server.banned_token_ids == sorted([config.image_token_id, config.video_token_id])
+    assert len(server.processor.tokenizer) == server.model.get_output_embeddings().out_features
+
+
 def test_hf_server_never_samples_vision_placeholders(server):
     prompt_ids, images = _prompt(server, with_image=True)
     for seed in range(3):
@@ -75,7 +115,7 @@ def test_hf_server_never_samples_vision_placeholders(server):
         output = asyncio.run(
             server.generate(prompt_ids, {"temperature": 1.5, "max_tokens": 24}, f"r{seed}", image_data=images)
         )
-        assert not set(output.token_ids) & set(server.suppressed_token_ids)
+        assert not set(output.token_ids) & set(server.banned_token_ids)
 
 
 def test_hf_server_abort_returns_partial_output_and_resume_reopens(server):

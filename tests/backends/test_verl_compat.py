@@ -154,3 +154,46 @@ def test_the_saved_cycle_start_weights_are_a_copy_on_cpu(platform, moved):
     out = subprocess.run([sys.executable, "-c", _SAVE_PROBE, platform], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.strip().splitlines()[-1]) == moved
+
+
+def test_the_trainer_masks_the_ids_verls_vllm_server_bans():
+    """The mask of ``sampler_mask_in_trainer`` mirrors verl's vLLM server: the vision placeholders of
+    ``get_vision_placeholder_token_ids`` and every id from ``len(tokenizer)`` on, set to -inf before sampling (read
+    from verl's source: vLLM is not installed here)."""
+    from pathlib import Path
+
+    def source(module: str) -> str:
+        return Path(verl.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py").read_text()
+
+    server = source("verl.workers.rollout.vllm_rollout.vllm_async_server")
+    assert '"vocab_size": len(self.model_config.tokenizer)' in server
+    assert '"banned_token_ids": get_vision_placeholder_token_ids(self.model_config.processor)' in server
+    patch = source("verl.workers.rollout.vllm_rollout.utils")
+    assert 'logits[..., vocab_size:] = float("-inf")' in patch
+    assert 'logits.index_fill_(-1, banned_index, float("-inf"))' in patch
+
+
+def test_the_trainer_mask_is_installed_on_every_platform_for_runs_that_ask_for_it(tiny_model_path, monkeypatch):
+    """verl's engine build is wrapped without the cpu platform too; the wrapper masks the built model's logits only
+    in the workers of a run started by ``verl_asyncweb.main`` (which sets the mask's variable)."""
+    from transformers import AutoModelForImageTextToText
+    from verl.workers.config import HFModelConfig
+
+    from verl_asyncweb.algo.sampler_mask import SAMPLER_MASK_ENV, TRAINER_MASKED_LOGIT, mask_built_model
+
+    probe = (
+        "import os; os.environ.pop('VERL_PLATFORM', None); import verl;"
+        "from verl.workers.engine.fsdp.transformer_impl import FSDPEngine;"
+        "print(FSDPEngine._build_module.__module__)"
+    )
+    assert _probe(probe) == "verl_asyncweb.backends.verl_compat"
+    config = HFModelConfig(path=str(tiny_model_path))
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model_path, dtype=torch.float32)
+    image_pad = model.config.image_token_id
+    input_ids = torch.tensor([[1, 2, 3]])
+    monkeypatch.delenv(SAMPLER_MASK_ENV, raising=False)
+    assert not mask_built_model(model, config)
+    assert model(input_ids=input_ids).logits[..., image_pad].ne(TRAINER_MASKED_LOGIT).all()
+    monkeypatch.setenv(SAMPLER_MASK_ENV, "1")
+    assert mask_built_model(model, config)
+    assert model(input_ids=input_ids).logits[..., image_pad].eq(TRAINER_MASKED_LOGIT).all()

@@ -140,6 +140,13 @@ def test_fixed_micro_batches_must_divide_the_mini_batch():
     assert cfg.actor_rollout_ref.actor.use_dynamic_bsz and cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz
 
 
+def test_fused_kernels_are_refused_as_they_bypass_the_trainers_sampler_mask():
+    with pytest.raises(SetupError, match="use_fused_kernels=true bypasses the trainer's mask"):
+        load_config(["actor_rollout_ref.model.use_fused_kernels=true"])
+    cfg, _ = load_config([])
+    assert not cfg.actor_rollout_ref.model.use_fused_kernels
+
+
 def test_unknown_recipe_lists_valid_names():
     with pytest.raises(RecipeError, match=r"recipe must be one of \[.*'cpu_smoke'.*\], got 'nope'"):
         load_config(["recipe=nope"])

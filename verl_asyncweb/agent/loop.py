@@ -210,6 +210,27 @@ def generation_versions(extra_fields: dict[str, Any]) -> tuple[int, int]:
     return (latest if earliest is None else min(int(earliest), latest)), latest
 
 
+def vision_start_token_id(processor) -> int | None:
+    """``<|vision_start|>``'s id, looked up as verl's Qwen2-VL rope index does; ``None`` without one."""
+    tokenizer = getattr(processor, "tokenizer", None)
+    token_id = tokenizer.convert_tokens_to_ids("<|vision_start|>") if tokenizer is not None else None
+    return token_id if isinstance(token_id, int) and token_id != tokenizer.unk_token_id else None
+
+
+def drop_dangling_vision_start(
+    response_ids: list[int], log_probs: list[float], vision_start_id: int | None
+) -> tuple[list[int], list[float]]:
+    """A response cut off right after ``<|vision_start|>`` loses that token.
+
+    As the sample's last token it opens a vision block with nothing behind it, and Qwen-VL's rope index (verl's
+    ``get_rope_index``, run on every multi-modal sample) reads past the sequence's end: an IndexError that fails
+    the whole group. verl's vLLM server bans only the placeholders, so the token can be sampled.
+    """
+    if vision_start_id is not None and response_ids and response_ids[-1] == vision_start_id:
+        return response_ids[:-1], log_probs[: len(response_ids) - 1]
+    return response_ids, log_probs
+
+
 @register(AGENT_NAME)
 class WebAgentLoop(AgentLoopBase):
     """Runs one web episode and returns one ``AgentLoopOutput`` per step (see the module docstring)."""
@@ -225,6 +246,7 @@ class WebAgentLoop(AgentLoopBase):
         self.agent_config: AgentConfig = asyncweb.agent
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
+        self.vision_start_id = vision_start_token_id(self.processor)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
         from verl_asyncweb.env import EvalResult
@@ -348,6 +370,7 @@ class WebAgentLoop(AgentLoopBase):
         )
         response_ids = list(output.token_ids)[: self.response_length]
         log_probs = list(output.log_probs or [])[: len(response_ids)]
+        response_ids, log_probs = drop_dangling_vision_start(response_ids, log_probs, self.vision_start_id)
         text = self._decode(response_ids)
         parsed = parse_response(
             text,

@@ -17,6 +17,8 @@ import ray
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
+from verl_asyncweb.algo.sampler_mask import banned_token_ids, mask_logits
+
 logger = logging.getLogger(__name__)
 
 
@@ -57,15 +59,12 @@ class HFRolloutServer:
         self.processor = AutoProcessor.from_pretrained(model_path)
         self.model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).eval()
         self.response_length = response_length
-        # Vision placeholders are never model output: sampling one would break the prompt/feature alignment of
-        # the next step (a random or barely trained model does sample them). Log-probs stay those of the
-        # unmodified model, so the trainer's recomputation matches them.
-        config = self.model.config
-        self.suppressed_token_ids = [
-            token_id
-            for name in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-            if (token_id := getattr(config, name, None)) is not None
-        ]
+        # The ids verl's vLLM server never samples (vision placeholders, the tail beyond the tokenizer), banned the
+        # same way: this server samples from and reports log-probs of the masked distribution, as vLLM does, and
+        # the trainer masks the same ids (``algo.sampler_mask``).
+        self.banned_token_ids = banned_token_ids(
+            self.processor, len(self.processor.tokenizer), self.model.get_output_embeddings().out_features
+        )
         eos_ids = self.model.generation_config.eos_token_id
         self.eos_token_ids = frozenset(eos_ids if isinstance(eos_ids, list) else [eos_ids])
         self.max_model_len = max_model_len
@@ -168,7 +167,7 @@ class HFRolloutServer:
             top_p=None if greedy else float(sampling_params.get("top_p", 1.0)),
             top_k=None if greedy or top_k <= 0 else top_k,
             stopping_criteria=[_AbortCriteria(self._abort_event)],
-            suppress_tokens=self.suppressed_token_ids or None,
+            suppress_tokens=self.banned_token_ids or None,
             return_dict_in_generate=True,
             output_logits=True,
             eos_token_id=self.model.generation_config.eos_token_id,
@@ -177,13 +176,19 @@ class HFRolloutServer:
         new_tokens = output.sequences[0, len(prompt_ids) :]
         logits = torch.stack(output.logits, dim=1)[0].float()  # (response_len, vocab)
         scale = 1.0 if greedy else temperature
-        log_probs = torch.log_softmax(logits / scale, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        log_probs = self._log_probs(logits, new_tokens, scale)
         # Aborted only if the abort cut it short: a response that ended (EOS or length) as the abort arrived is
         # complete, and verl must not continue it.
         ended_on_eos = len(new_tokens) > 0 and int(new_tokens[-1]) in self.eos_token_ids
         finished = len(new_tokens) == max_new_tokens or ended_on_eos
         aborted = self._abort_event.is_set() and not finished
         return new_tokens.tolist(), log_probs.tolist(), aborted, (start, time.time())
+
+    def _log_probs(self, logits: torch.Tensor, tokens: torch.Tensor, scale: float) -> torch.Tensor:
+        """Log-probs of ``tokens`` under the distribution sampled from: banned ids masked, at the temperature
+        (vLLM's ``processed_logprobs``, verl's default)."""
+        masked = mask_logits(logits, self.banned_token_ids) / scale
+        return torch.log_softmax(masked, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
     def _model_inputs(
         self, prompt_ids: list[int], image_data: list[Any] | None, mm_processor_kwargs: dict[str, Any] | None = None

@@ -34,6 +34,11 @@ Every platform:
   output, which transformers 5 returns as a ``ModelOutput``: "'BaseModelOutputWithPooling' object has no attribute
   'mean'". With two or more trainer ranks a rank whose micro-batch holds only verl's text-only padding rows takes
   that branch (Qwen3-VL's version unpacks the output and is fine).
+- ``sampler_mask_in_trainer``: verl's vLLM server samples from, and reports log-probs of, a distribution with the
+  vision placeholders and the ids beyond the tokenizer masked (``monkey_patch_compute_logits``), while
+  ``FSDPEngine._build_module`` builds a trainer model over the whole vocabulary: pi_prox and pi_theta are not the
+  sampled policy. In runs started by ``verl_asyncweb.main`` the built model masks the same ids
+  (``verl_asyncweb.algo.sampler_mask``).
 """
 
 import inspect
@@ -204,6 +209,21 @@ def _patch_qwen2_vl_text_only_embeds() -> None:
     qwen2_vl._get_input_embeds = get_input_embeds
 
 
+def _patch_sampler_mask_in_trainer() -> None:
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+
+    from verl_asyncweb.algo import sampler_mask
+
+    build_module = FSDPEngine._build_module
+
+    def build_module_with_sampler_mask(self):
+        module = build_module(self)
+        sampler_mask.mask_built_model(module, self.model_config)
+        return module
+
+    FSDPEngine._build_module = build_module_with_sampler_mask
+
+
 WORKAROUNDS = (
     Workaround(
         name="gloo_process_group",
@@ -255,6 +275,14 @@ WORKAROUNDS = (
         attribute="_get_input_embeds",
         expected_source="image_embeds = model.visual(pixel_values, grid_thw=image_grid_thw)\n",
         apply=_patch_qwen2_vl_text_only_embeds,
+        cpu_only=False,
+    ),
+    Workaround(
+        name="sampler_mask_in_trainer",
+        module="verl.workers.engine.fsdp.transformer_impl",
+        attribute="FSDPEngine._build_module",
+        expected_source="module = auto_class.from_pretrained(",
+        apply=_patch_sampler_mask_in_trainer,
         cpu_only=False,
     ),
 )
