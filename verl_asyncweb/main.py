@@ -18,6 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_asyncweb.config.batch_shape import BatchShape
 from verl_asyncweb.console import ConsoleLogging, LogWriter, StepReporter, format_summary, resume_argv, shell_command
 from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
@@ -149,6 +150,7 @@ def load_config(argv: list[str], allow_missing: bool = False):
     check_data_parallel(cfg)
     check_fused_kernels(cfg)
     check_agent_workers(cfg)
+    logger.info("training batch: %s", BatchShape.from_config(cfg).describe())
     if resolve_screenshot_budget(cfg) and asyncweb is not None:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     return cfg, asyncweb

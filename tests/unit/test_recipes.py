@@ -82,6 +82,31 @@ def test_a_config_without_the_asyncweb_node_gets_the_cycle_of_separate_async():
     assert _cycle_as_verl_reads_it(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))) == 2
 
 
+@pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync"])
+def test_the_step_sample_counts_in_the_gpu_recipes_comments_are_the_formulas(recipe):
+    """Every "~N step-samples per local update / per step" in the GPU base's comments is what
+    :class:`BatchShape` computes for the recipe (640 and 1,280), and the store budget plans for the same steps."""
+    import re
+    from pathlib import Path
+
+    import verl_asyncweb
+    from verl_asyncweb.agent.store_budget import store_need
+    from verl_asyncweb.config.batch_shape import BatchShape
+
+    cfg, _ = load_config([f"recipe={recipe}", *required_values(recipe)])
+    shape = BatchShape.from_config(cfg)
+    assert (shape.step_samples_per_update, shape.step_samples_per_step) == (640, 1280)
+    comments = (Path(verl_asyncweb.__file__).parent / "recipes" / "_gpu_base.yaml").read_text()
+    stated = re.findall(r"~([\d,]+) step-samples per\s+(?:# )?(local update|step)", comments)
+    assert stated, "the GPU base states its step-sample counts"
+    expected = {"local update": shape.step_samples_per_update, "step": shape.step_samples_per_step}
+    assert all(int(count.replace(",", "")) == expected[unit] for count, unit in stated), stated
+    need = store_need(
+        staleness=0, prompts_per_step=1, samples_per_prompt=1, max_steps=cfg.asyncweb.agent.max_steps, viewport=(1, 1)
+    )
+    assert need.steps_per_episode == shape.steps_per_episode == 10
+
+
 def test_gpu_recipe_without_its_values_names_them():
     with pytest.raises(SetupError, match=r"needs values for \['asyncweb.judge.base_url'"):
         load_config(["recipe=webgym_qwen3vl8b_async"])

@@ -7,9 +7,9 @@ episode_metrics.release_screenshots`). At the peak the store therefore holds
 * the episodes in flight and waiting in verl's buffer: ``(eta + 1)`` consumer batches (the everlasting pool);
 * the finished episodes not yet released: ``(eta + 1) + 2`` batches' worth;
 
-each batch being ``data.train_batch_size x rollout.n`` episodes of up to ``asyncweb.agent.max_steps`` steps, one
-new screenshot per step. Dynamic sampling refills the groups it evicts, so :data:`HEADROOM` covers extra
-episodes per step.
+each batch being ``data.train_batch_size x rollout.n`` episodes of
+:func:`~verl_asyncweb.config.batch_shape.steps_per_episode` steps, one new screenshot per step. Dynamic sampling
+refills the groups it evicts, so :data:`HEADROOM` covers extra episodes per step.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from verl_asyncweb.config.batch_shape import steps_per_episode
+
 JPEG_BYTES_PER_PIXEL = 0.12
 """Stored bytes per viewport pixel of a page screenshot at JPEG quality 80 (~110 KB at 1280x720)."""
-UNCAPPED_MEAN_STEPS = 10
-"""Mean steps per episode assumed when ``asyncweb.agent.max_steps`` is 0 (AsyncWebRL's k; tasks cap more)."""
 RELEASE_MARGIN_STEPS = 2
 HEADROOM = 1.5
 MIN_BUDGET_BYTES = 64 * 1024 * 1024
@@ -58,6 +58,6 @@ def store_need(
     batches = (staleness + 1) + threshold + RELEASE_MARGIN_STEPS
     return StoreNeed(
         episodes=batches * prompts_per_step * samples_per_prompt,
-        steps_per_episode=max_steps or UNCAPPED_MEAN_STEPS,
+        steps_per_episode=steps_per_episode(max_steps),
         screenshot_bytes=math.ceil(viewport[0] * viewport[1] * JPEG_BYTES_PER_PIXEL),
     )
