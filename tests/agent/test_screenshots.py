@@ -292,4 +292,4 @@ def test_trainer_reads_screenshots_the_restarted_store_lost_from_the_run_folder(
     kept_key = client.put(kept, "traj-1")  # after the restart
     blobs, from_run_folder = fetch_screenshots(client, [kept_key, lost_key, gone_key])
     assert blobs == {kept_key: kept, lost_key: lost, gone_key: None}
-    assert from_run_folder == 1
+    assert from_run_folder == {lost_key}

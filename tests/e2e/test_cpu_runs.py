@@ -243,13 +243,14 @@ def browser_servers():
 @pytest.fixture(scope="module")
 def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[int]]:
     """A sync run of the same recipe (policy lag 0, every update moving the weights: gpu_check's shape on CPU) with
-    three more things on.
+    four more things on.
 
     The GPU recipes' model family: a tiny Qwen3-VL, which differs from the Qwen2.5-VL smoke model everywhere images
     meet tokens (its processor's 16-pixel patches, verl's interleaved-mrope rope index and deepstack visual features
     in the trainer's forward, the pixel rebuild from screenshot keys). Branch rollouts: each group's second member
     plays on from step 1 of its first member's episode. Remote browsers: the pool's two browsers connect to two
-    browser servers instead of launching Chromium. Returns (run_dir, Chromium processes under the run after step 1,
+    browser servers instead of launching Chromium. Pixels built ahead: a builder actor rebuilds the cycle's second
+    local update's pixels while its first trains. Returns (run_dir, Chromium processes under the run after step 1,
     Chromium processes each server gained by then).
     """
     tmp_path = tmp_path_factory.mktemp("sync")
@@ -267,6 +268,9 @@ def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[i
         "asyncweb.agent.branch_step=1",
         f"asyncweb.env.remote_endpoints=[{endpoints}]",
         "asyncweb.env.num_browsers=2",
+        # A builder actor, so that the cycle's second local update finds its pixels built during the first.
+        "asyncweb.pixels.workers=1",
+        "asyncweb.pixels.worker_cpus=0",
     )
     with (tmp_path / "sync.log").open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -294,6 +298,9 @@ def test_sync_run_of_the_same_recipe(sync_run):
         # agreement below), not the weights the first update left.
         assert data["asyncweb/optimizer_steps"] == 2
         assert data["asyncweb/screenshots/images_per_step"] > 0 and data["asyncweb/screenshots/dropped_samples"] == 0
+        # The second local update's rows were foreseen and built while the first one trained (their pixels are
+        # right: the per-token agreement below covers that update too).
+        assert data["asyncweb/screenshots/samples_built_ahead"] > 0
         # Tokens per second per trainer rank: the hf rollout server runs on CPU and counts as no GPU.
         assert data["perf/throughput"] == pytest.approx(data["perf/total_num_tokens"] / data["perf/time_per_step"])
     # Qwen3-VL through verl's engine: pi_prox equals the rollout's log-probs within 1e-3 on every step.

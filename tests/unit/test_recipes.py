@@ -107,6 +107,19 @@ def test_the_step_sample_counts_in_the_gpu_recipes_comments_are_the_formulas(rec
     assert need.steps_per_episode == shape.steps_per_episode == 10
 
 
+@pytest.mark.parametrize(
+    ("recipe", "dtype"),
+    [("webgym_qwen3vl8b_async", "bfloat16"), ("gpu_check", "float32"), ("cpu_smoke", "float32")],
+)
+def test_pixels_are_rebuilt_in_the_dtype_the_actor_reads_them_in(recipe, dtype):
+    import torch
+
+    from verl_asyncweb.trainer.pixels import pixel_dtype
+
+    cfg, _ = load_config([f"recipe={recipe}", *required_values(recipe)])
+    assert pixel_dtype(cfg.actor_rollout_ref.actor) == getattr(torch, dtype)
+
+
 def test_gpu_recipe_without_its_values_names_them():
     with pytest.raises(SetupError, match=r"needs values for \['asyncweb.judge.base_url'"):
         load_config(["recipe=webgym_qwen3vl8b_async"])

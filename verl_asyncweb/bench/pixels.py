@@ -5,17 +5,21 @@
 
 One step's batch of step-samples, each referencing one realistic 1280x720 JPEG screenshot in a real
 ScreenshotStore (64 distinct images, as a batch repeats pages), sits in a real TransferQueue as verl's agent
-loop leaves it (screenshot keys and image grid, no pixels). :func:`verl_asyncweb.trainer.pixels.attach_pixel_values`
+loop leaves it (screenshot keys and image grid, no pixels). :class:`verl_asyncweb.trainer.pixels_ahead.PixelRebuild`
 then rebuilds ``multi_modal_inputs`` with the offline Qwen3-VL processor at Qwen3-VL-8B's pixel bounds (the GPU
 recipes' model: 16-pixel patches, 3,600 patches of 1,536 floats, ~21 MiB of float32 per 1280x720 screenshot):
 
 * ``whole``: the batch as one chunk in the trainer process (the path before ``asyncweb.pixels`` existed);
 * ``chunked``: ``--chunk-samples`` rows at a time in the trainer process (``asyncweb.pixels.workers: 0``);
 * ``pool``: the chunks spread over ``--workers`` :class:`~verl_asyncweb.trainer.pixels.PixelBuilder` actors, which
-  read and write TransferQueue themselves.
+  read and write TransferQueue themselves;
+* ``ahead``: the pool, with the batch handed over as the previous local update's look-ahead does
+  (``asyncweb.pixels.build_ahead``) and ``--update-s`` seconds of that update's training (a sleep: the GPU's
+  work) before the batch is needed.
 
-Each mode runs in its own subprocess with its own Ray cluster; figures are the rebuild's wall time and the growth
-of the trainer (driver) process's resident memory during it, sampled every 10 ms.
+Each mode runs in its own subprocess with its own Ray cluster; figures are the rebuild's time on the critical path
+(from the moment the batch is needed until its pixels are in TransferQueue) and the growth of the trainer (driver)
+process's resident memory meanwhile, sampled every 10 ms.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-MODES = ("whole", "chunked", "pool")
+MODES = ("whole", "chunked", "pool", "ahead")
 DISTINCT_IMAGES = 64
 QWEN3_VL_8B_SIZE = {"longest_edge": 16777216, "shortest_edge": 65536}
 """Qwen3-VL-8B-Instruct's image-processor pixel bounds (its preprocessor_config.json): a 1280x720 screenshot is
@@ -101,9 +105,12 @@ def _put_batch(
     return keys, tags
 
 
-def run_mode(mode: str, samples: int, width: int, height: int, workers: int, chunk_samples: int) -> dict:
+def run_mode(
+    mode: str, samples: int, width: int, height: int, workers: int, chunk_samples: int, update_s: float, dtype: str
+) -> dict:
     """Rebuild one batch in ``mode`` (in this process's own Ray cluster) and return its figures."""
     import ray
+    import torch
     import transfer_queue as tq
     from transfer_queue import KVBatchMeta
     from transformers import AutoProcessor
@@ -111,7 +118,7 @@ def run_mode(mode: str, samples: int, width: int, height: int, workers: int, chu
     from verl_asyncweb.agent.screenshots import ScreenshotClient
     from verl_asyncweb.backends.tiny_model import build_tiny_model
     from verl_asyncweb.trainer.config import PixelRebuildConfig
-    from verl_asyncweb.trainer.pixels import attach_pixel_values, start_pixel_builders
+    from verl_asyncweb.trainer.pixels_ahead import PixelRebuild
 
     # Logical CPUs: TransferQueue's storage units and the controller each reserve one.
     ray.init(num_cpus=max(8, workers + 6), include_dashboard=False, logging_level=logging.WARNING)
@@ -122,15 +129,17 @@ def run_mode(mode: str, samples: int, width: int, height: int, workers: int, chu
         mm_kwargs = {"size": QWEN3_VL_8B_SIZE}
         keys, tags = _put_batch(samples, width, height, processor, client, mm_kwargs)
         batch = KVBatchMeta(keys=keys, tags=tags, partition_id=PARTITION)
-        builders = []
-        if mode == "pool":
-            config = PixelRebuildConfig(workers=workers, chunk_samples=chunk_samples, worker_cpus=0)
-            builders = start_pixel_builders(config, processor, client, mm_kwargs)
-            ray.get([builder.__ray_ready__.remote() for builder in builders])  # started before the clock
+        pooled = mode in ("pool", "ahead")
         chunk = samples if mode == "whole" else chunk_samples
+        config = PixelRebuildConfig(workers=workers if pooled else 0, chunk_samples=chunk, worker_cpus=0)
+        rebuild = PixelRebuild(config, processor, client, mm_kwargs, getattr(torch, dtype))
+        ray.get([builder.__ray_ready__.remote() for builder in rebuild.builders])  # started before the clock
+        if mode == "ahead":
+            rebuild.build_ahead(batch)
+            time.sleep(update_s)
         with PeakRSS() as rss:
             started = time.perf_counter()
-            stats = attach_pixel_values(batch, processor, client, mm_kwargs, chunk, builders)
+            stats = rebuild.attach(batch)
             seconds = time.perf_counter() - started
         pixels = tq.kv_batch_get(keys=keys[:1], partition_id=PARTITION, select_fields=["multi_modal_inputs"])
         first = pixels["multi_modal_inputs"][0]["pixel_values"]
@@ -138,12 +147,15 @@ def run_mode(mode: str, samples: int, width: int, height: int, workers: int, chu
             "mode": mode,
             "samples": samples,
             "image": f"{width}x{height}",
-            "workers": workers if mode == "pool" else 0,
+            "dtype": dtype,
+            "workers": workers if pooled else 0,
             "chunk_samples": chunk,
-            "rebuild_s": round(seconds, 2),
+            "update_s": update_s if mode == "ahead" else 0,
+            "critical_path_s": round(seconds, 2),
             "driver_rss_growth_mib": round((rss.peak_bytes - rss.start_bytes) / 2**20, 1),
             "pixel_values_mib": round(samples * first.numel() * first.element_size() / 2**20, 1),
             "images": stats.images,
+            "built_ahead": stats.built_ahead,
         }
     finally:
         ray.shutdown()
@@ -157,11 +169,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--workers", type=int, default=2, help="PixelBuilder actors of the pool mode")
     parser.add_argument("--chunk-samples", type=int, default=32)
+    parser.add_argument(
+        "--update-s", type=float, default=60.0, help="ahead mode: seconds the previous local update trains"
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float32"),
+        default="bfloat16",
+        help="the pixels' dtype: the actor's mixed-precision param dtype (bf16 in the GPU recipes)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a mode, run in this process
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    common = (args.samples, args.width, args.height, args.workers, args.chunk_samples)
+    common = (args.samples, args.width, args.height, args.workers, args.chunk_samples, args.update_s, args.dtype)
     if args.one:
         print(json.dumps(run_mode(args.one, *common)))
         return 0
@@ -179,9 +200,9 @@ def main(argv: list[str]) -> int:
             return 1
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         logger.info("  %s", results[-1])
-    header = f"{'mode':<8} {'workers':>7} {'chunk':>5} {'rebuild s':>9} {'driver +MiB':>11} {'pixels MiB':>10}"
+    header = f"{'mode':<8} {'workers':>7} {'chunk':>5} {'critical s':>10} {'driver +MiB':>11} {'pixels MiB':>10}"
     lines = [header] + [
-        f"{r['mode']:<8} {r['workers']:>7} {r['chunk_samples']:>5} {r['rebuild_s']:>9} "
+        f"{r['mode']:<8} {r['workers']:>7} {r['chunk_samples']:>5} {r['critical_path_s']:>10} "
         f"{r['driver_rss_growth_mib']:>11} {r['pixel_values_mib']:>10}"
         for r in results
     ]

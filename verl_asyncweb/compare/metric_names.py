@@ -90,6 +90,8 @@ SCREENSHOTS_DROPPED_SAMPLES = "asyncweb/screenshots/dropped_samples"
 SCREENSHOTS_IMAGES_PER_STEP = "asyncweb/screenshots/images_per_step"
 SCREENSHOTS_BYTES_FETCHED = "asyncweb/screenshots/bytes_fetched"
 SCREENSHOTS_PAYLOAD_BYTES_PER_TRAJ = "asyncweb/screenshots/rollout_payload_bytes_per_traj"
+SCREENSHOTS_BUILT_AHEAD = "asyncweb/screenshots/samples_built_ahead"
+"""Step-samples whose pixels were built during the previous local update (``asyncweb.pixels.build_ahead``)."""
 BEHAV_W_MEAN = "actor/behav_w_mean"
 BEHAV_W_MAX = "actor/behav_w_max"
 VERL_PPO_KL = "actor/ppo_kl"
@@ -144,6 +146,7 @@ DOCUMENTED_METRICS: dict[str, str] = {
     SCREENSHOTS_PADDING_SAMPLES: EVERY_STEP,
     SCREENSHOTS_FROM_RUN_FOLDER: EVERY_STEP,
     SCREENSHOTS_DROPPED_SAMPLES: EVERY_STEP,
+    SCREENSHOTS_BUILT_AHEAD: EVERY_STEP,
     BRANCH_MEMBERS: BRANCHING,
     BRANCH_FALLBACKS: BRANCHING,
 }

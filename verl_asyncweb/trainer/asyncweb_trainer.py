@@ -6,6 +6,9 @@ training step is one cycle of ``parameter_sync_step`` local updates, each on ``p
 groups with pi_prox recomputed from the cycle-start weights, then one weight sync. This subclass changes these
 hooks:
 
+- ``_compute_old_log_prob`` / ``on_sample_begin``: the batch's pixels are rebuilt from its screenshot keys
+  (:mod:`~verl_asyncweb.trainer.pixels`), the next local update's rows handed to the builders ahead
+  (:mod:`~verl_asyncweb.trainer.pixels_ahead`), which finish before the replay buffer samples again;
 - ``_compute_advantage``: one advantage per trajectory (group = task, steps deduplicated by trajectory id)
   with the 1/|tau| or 1/k step normalizer, broadcast to every token of every step-sample;
 - ``_update_actor``: each local update is one optimizer step per PPO epoch on all its step-samples (verl would
@@ -43,6 +46,8 @@ from verl_asyncweb.algo.trajectories import (
     traj_ids_from_batch_keys,
 )
 from verl_asyncweb.compare import metric_names as names
+from verl_asyncweb.trainer.pixels import PixelStats, pixel_dtype
+from verl_asyncweb.trainer.pixels_ahead import PixelRebuild, rows_sampled_next
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +70,10 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self._last_drain_at = self._started_at
         self._update_intervals: list[tuple[float, float]] = []  # the cycle's local updates
         self._pending_releases: list[tuple[int, str]] = []
-        self._pixel_stats = None  # the cycle's PixelStats, summed over its local updates
+        self._pixel_stats = PixelStats()  # summed over the cycle's local updates
         self._pixel_seconds = 0.0
         self._optimizer_steps = 0
-        self._pixel_builders: list | None = None
+        self._pixels: PixelRebuild | None = None
         from verl_asyncweb.agent.screenshots import ScreenshotClient
 
         # Created here, in the long-lived trainer process, so that the store lives as long as the job; it starts
@@ -97,23 +102,30 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
 
     # ------------------------------------------------------------------ screenshots by reference
 
-    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        from verl_asyncweb.trainer.pixels import attach_pixel_values, start_pixel_builders
+    def on_sample_begin(self):
+        if self._pixels is not None:
+            # Builds ahead write into rows the replay buffer may now evict and clear: they finish first.
+            started = time.time()
+            self._pixels.settle()
+            self._pixel_seconds += time.time() - started
+        super().on_sample_begin()
 
-        mm_kwargs = self.config.data.get("mm_processor_kwargs")
-        if self._pixel_builders is None:
-            self._pixel_builders = start_pixel_builders(
-                self.asyncweb.pixels, self.processor, self.screenshots, mm_kwargs
-            )
+    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        if self._pixels is None:
+            mm_kwargs = self.config.data.get("mm_processor_kwargs")
+            dtype = pixel_dtype(self.config.actor_rollout_ref.actor)
+            self._pixels = PixelRebuild(self.asyncweb.pixels, self.processor, self.screenshots, mm_kwargs, dtype)
         started = time.time()
-        stats = attach_pixel_values(
-            batch, self.processor, self.screenshots, mm_kwargs, self.asyncweb.pixels.chunk_samples, self._pixel_builders
-        )
+        self._pixel_stats.add(self._pixels.attach(batch))
+        if self.asyncweb.pixels.build_ahead:
+            # The next sample comes after this cycle's weight sync when this is its last local update.
+            cycle_ends = self.local_trigger_step + 1 >= self.parameter_sync_step
+            groups = self.config.data.train_batch_size // self.parameter_sync_step
+            upcoming = rows_sampled_next(
+                self.replay_buffer, batch.partition_id, self.global_steps + int(cycle_ends), groups, batch
+            )
+            self._pixels.build_ahead(upcoming)
         self._pixel_seconds += time.time() - started
-        if self._pixel_stats is None:
-            self._pixel_stats = stats
-        else:
-            self._pixel_stats.add(stats)
         return super()._compute_old_log_prob(batch, metrics)
 
     # ------------------------------------------------------------------ advantages
@@ -214,9 +226,8 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         if len(lags):
             metrics[names.POLICY_LAG_MEAN] = float(lags.mean())
             metrics[names.POLICY_LAG_MAX] = float(lags.max())
-        if self._pixel_stats is not None:  # every local update of the cycle
-            metrics.update({**self._pixel_stats.metrics(), "timing_s/asyncweb/pixels": self._pixel_seconds})
-        self._pixel_stats, self._pixel_seconds = None, 0.0
+        metrics.update({**self._pixel_stats.metrics(), "timing_s/asyncweb/pixels": self._pixel_seconds})
+        self._pixel_stats, self._pixel_seconds = PixelStats(), 0.0
         metrics[names.OPTIMIZER_STEPS] = float(self._optimizer_steps)
         self._optimizer_steps = 0
         watchdog = getattr(self.agent_loop_manager, "watchdog", None)

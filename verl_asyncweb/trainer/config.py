@@ -22,11 +22,14 @@ class PixelRebuildConfig(BaseConfig):
             process (enough on a laptop).
         chunk_samples: Step-samples per chunk: the most pixels one process holds at a time.
         worker_cpus: CPUs Ray reserves for each worker (0 on CPU recipes, whose cores the trainer ranks hold).
+        build_ahead: With a pool, hand the rows the next local update will likely sample to the workers as soon as
+            the current one's are sampled, so they are built while it trains (``trainer.pixels_ahead``).
     """
 
     workers: int = 0
     chunk_samples: int = 32
     worker_cpus: float = 1.0
+    build_ahead: bool = True
 
     def __post_init__(self):
         check_int("asyncweb.pixels.workers", self.workers, 0)
