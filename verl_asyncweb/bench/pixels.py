@@ -134,13 +134,22 @@ def run_mode(
         config = PixelRebuildConfig(workers=workers if pooled else 0, chunk_samples=chunk, worker_cpus=0)
         rebuild = PixelRebuild(config, processor, client, mm_kwargs, getattr(torch, dtype))
         ray.get([builder.__ray_ready__.remote() for builder in rebuild.builders])  # started before the clock
+        ahead_s: list[float] = []
+        watcher = None
         if mode == "ahead":
+            handed_at = time.perf_counter()
             rebuild.build_ahead(batch)
+            watcher = threading.Thread(
+                target=lambda: (rebuild.settle(), ahead_s.append(time.perf_counter() - handed_at))
+            )
+            watcher.start()
             time.sleep(update_s)
         with PeakRSS() as rss:
             started = time.perf_counter()
             stats = rebuild.attach(batch)
             seconds = time.perf_counter() - started
+        if watcher is not None:
+            watcher.join()
         pixels = tq.kv_batch_get(keys=keys[:1], partition_id=PARTITION, select_fields=["multi_modal_inputs"])
         first = pixels["multi_modal_inputs"][0]["pixel_values"]
         return {
@@ -152,6 +161,7 @@ def run_mode(
             "chunk_samples": chunk,
             "update_s": update_s if mode == "ahead" else 0,
             "critical_path_s": round(seconds, 2),
+            "built_ahead_in_s": round(ahead_s[0], 2) if ahead_s else None,
             "driver_rss_growth_mib": round((rss.peak_bytes - rss.start_bytes) / 2**20, 1),
             "pixel_values_mib": round(samples * first.numel() * first.element_size() / 2**20, 1),
             "images": stats.images,
