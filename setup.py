@@ -34,6 +34,7 @@ setup(
     name="verl_asyncweb",
     version="0.1.0",
     description=__doc__,
+    license="Apache-2.0",
     packages=find_packages(include=["verl_asyncweb", "verl_asyncweb.*"]),
     package_data={
         "verl_asyncweb": [

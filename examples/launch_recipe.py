@@ -15,6 +15,7 @@ if __name__ == "__main__":
         "trainer.default_local_dir=runs/example",
         # Any asyncweb or verl key can be overridden; unknown keys stop before any worker starts.
         "asyncweb.algo.step_norm=traj",
-        "asyncweb.tasks.train=[miniwob:click-test,click-button]",
+        # One source naming two MiniWoB++ tasks; quoted, or Hydra would read two sources.
+        'asyncweb.tasks.train=["miniwob:click-test,click-button"]',
     ]
     sys.exit(main(overrides + sys.argv[1:]))

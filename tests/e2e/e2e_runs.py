@@ -65,7 +65,7 @@ def run_to_completion(command: list[str], log: Path) -> None:
 
 
 def assert_every_step_metrics(steps: dict[int, dict], loss_mode: str = "decoupled_ppo") -> None:
-    """Each logged step has every metric the README promises for every step (of a run with this policy loss), and
+    """Each logged step has every metric docs/metrics.md promises for every step (of a run with this policy loss), and
     the rollout agrees with the trainer's recompute (verl's actor forward): probabilities within 1e-3 on every
     step, and, on a step whose samples all come from the weights the trainer holds (policy lag 0), log-probs
     within 1e-3 on every token (gpu_check's bound: a stale weight sync breaks it, a probability bound of a

@@ -1,6 +1,6 @@
 """The offline bundle's install.sh unpacks a bundle's parts and installs this checkout beside them (its package list
-is checked in test_packaging.py). Building a real bundle (~170 MB from PyPI, ~4 min) is tried by hand (README,
-"Offline installs")."""
+is checked in test_packaging.py). Building a real bundle (~170 MB from PyPI, ~4 min) is tried by hand
+(docs/install.md, "Offline installs")."""
 
 import hashlib
 import io

@@ -1,8 +1,8 @@
 """The install resolves on both stacks: verl_asyncweb's ranges admit verl[vllm]==0.9.1's GPU pins and the CPU pins.
 
 Checked offline against the installed metadata of verl and of this package (what pip resolves against); the online
-check is the README's ``pip install --dry-run`` command. The wheel ships every file of the package, and the offline
-bundle's package list covers what a CUDA PyTorch image lacks.
+check is the ``pip install --dry-run`` command of docs/install.md. The wheel ships every file of the package, and the
+offline bundle's package list covers what a CUDA PyTorch image lacks.
 """
 
 import importlib.metadata
@@ -97,7 +97,7 @@ def test_the_offline_bundle_holds_every_requirement_the_image_lacks():
 
 
 def test_the_offline_bundle_pins_the_cpu_stack():
-    # The packages constraints/cpu.txt pins; the others are at the versions the bundle was tried with (README).
+    # The packages constraints/cpu.txt pins; the others are at the versions the bundle was tried with (docs/install.md).
     bundled, cpu = pins(OFFLINE_WHEELS), pins()
     shared = set(bundled) & set(cpu)
     assert {"verl", "ray", "playwright", "transformers", "tensordict", "transferqueue"} <= shared

@@ -44,7 +44,7 @@ ARMS = {
 
 DEMO_TASKS = "miniwob:click-button,click-link,click-tab"
 """Demonstrated by default: three of ``laptop_learning``'s six tasks. RL learned click-test and focus-text from the
-reward alone (README, "Learning on a laptop"); a warm start shown every task left RL less to add."""
+reward alone (docs/history-2026-12.md, bl13); a warm start shown every task left RL less to add."""
 
 
 def _python(*args: str, log: Path) -> None:

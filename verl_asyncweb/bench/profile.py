@@ -43,7 +43,7 @@ from verl_asyncweb.run_folder import RunFolder
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENV_STEP_S = 0.15
-ENV_STEP_SOURCE = "README 'Browser pool' benchmark: our pool, 4 pages, 27.1 steps/s (0.15 s per step per page)"
+ENV_STEP_SOURCE = "docs/benchmarks.md 'Browser pool': our pool, 4 pages, 27.1 steps/s (0.15 s per step per page)"
 SUCCESS_RATE = "asyncweb/success_rate"
 
 Sources = dict[str, str]

@@ -103,7 +103,7 @@ DECOUPLED_LOSS = "every step of a `decoupled_ppo` run"
 BRANCHING = "every step of a run with branch rollouts (`asyncweb.agent.branch_step` > 0)"
 REMOTE = "every step of a run with remote browsers (`asyncweb.env.remote_endpoints`)"
 
-# The metrics the README promises (its Metrics table is this dict, checked by tests/unit/test_metric_docs.py) and
+# The metrics docs/metrics.md promises (its Metrics table is this dict, checked by tests/unit/test_metric_docs.py) and
 # when each is logged. Episode metrics describe the trajectories finished since the previous step; the end-to-end
 # runs check every metric promised for every step on each step they log.
 DOCUMENTED_METRICS: dict[str, str] = {
@@ -153,7 +153,7 @@ DOCUMENTED_METRICS: dict[str, str] = {
 
 
 def documented_metrics_table() -> str:
-    """The README's Metrics table (markdown)."""
+    """The Metrics table of docs/metrics.md (markdown)."""
     rows = [f"| `{name}` | {when} |" for name, when in DOCUMENTED_METRICS.items()]
     return "\n".join(["| metric | logged on |", "|---|---|", *rows])
 
