@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+from verl_asyncweb.config.overrides import check_overrides, did_you_mean
 
 DEFAULT_RECIPE = "cpu_smoke"
 # verl's packaged trainer config and our `asyncweb` defaults, so that recipes (and their shared bases) can
@@ -115,17 +119,39 @@ def compose_recipe(
     # search path for the shared bases and recipes named in defaults lists.
     folders = [recipes_dir(), *user_dirs]
     searchpath = [*SEARCH_PATH, *(f"file://{folder}" for folder in folders)]
+    config_dir = str(files[name].parent.resolve())
+
+    def compose_with(overrides) -> DictConfig:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            return compose(config_name=name, overrides=[f"hydra.searchpath=[{','.join(searchpath)}]", *overrides])
+
     try:
-        with initialize_config_dir(config_dir=str(files[name].parent.resolve()), version_base=None):
-            cfg = compose(config_name=name, overrides=[f"hydra.searchpath=[{','.join(searchpath)}]", *overrides])
+        cfg = compose_with(overrides)
     except (HydraException, OmegaConfBaseException) as exc:
+        unknown = _unknown_key(exc)
+        if unknown is not None:
+            raise RecipeError(
+                f"{unknown} is not a key of recipe {name!r}{did_you_mean(compose_with([]), unknown)} (a key that verl "
+                f"or the plugin reads but the recipe lacks is added with +{unknown}=VALUE)"
+            ) from exc
         raise RecipeError(
             f"recipe {name!r} with overrides {list(overrides)} does not compose: {_first_lines(exc)}"
         ) from exc
+    base = functools.cache(lambda: compose_with([]))
+    try:
+        check_overrides(cfg, list(overrides), base)
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from exc
     OmegaConf.set_struct(cfg, False)
     cfg.asyncweb.recipe = name
     OmegaConf.set_struct(cfg, True)
     return cfg
+
+
+def _unknown_key(exc: Exception) -> str | None:
+    """The key of Hydra's "Could not override 'KEY'" (an override of a key the config lacks), else ``None``."""
+    match = re.search(r"Could not override '([^']+)'", str(exc))
+    return match.group(1) if match else None
 
 
 def _first_lines(exc: Exception) -> str:
