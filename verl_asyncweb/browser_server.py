@@ -1,4 +1,4 @@
-"""A hardened Playwright browser server: Chromium on a CPU host, used by pools elsewhere (issue #17, item 2).
+"""A hardened Playwright browser server: Chromium on a CPU host, used by pools elsewhere.
 
 Run one per CPU host (or several, one Chromium each)::
 

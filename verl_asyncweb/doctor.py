@@ -251,7 +251,9 @@ def format_report(checks: list[Check]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Check the verl_asyncweb installation.")
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_asyncweb.doctor", description="Check the verl_asyncweb installation."
+    )
     parser.add_argument("--no-ray", action="store_true", help="skip the check inside a Ray worker")
     parser.add_argument("--platform", default="cpu", choices=["cpu", "auto"], help="platform the run will use")
     parser.add_argument(

@@ -239,7 +239,7 @@ def machine_checks(layout: CheckLayout) -> list[Check]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a new temporary folder)")
     parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="stop the run after this many seconds")
     parser.add_argument(

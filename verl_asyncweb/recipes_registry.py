@@ -65,23 +65,25 @@ def available_recipes(extra_dirs: Sequence[str | Path] = ()) -> list[str]:
 
 
 def recipe_summary(path: Path) -> tuple[str, str]:
-    """(what, hardware) from a recipe's header comment: the first sentence after ``NAME:`` (continuation lines
-    included) and the ``Hardware:`` line."""
+    """(what, hardware) from a recipe's header comment: the first sentence after ``NAME:`` and the first sentence
+    after ``Hardware:`` (continuation lines included in both)."""
     header = []
     for line in path.read_text().splitlines():
         if not line.startswith("#"):
             break
         header.append(line[1:])
-    what, hardware = [], ""
-    for index, line in enumerate(header):
-        text = line.strip()
-        if text.startswith(f"{path.stem}:"):
-            what = [text.split(":", 1)[1].strip()]
-            what += [more.strip() for more in itertools.takewhile(lambda x: x.startswith("   "), header[index + 1 :])]
-        elif text.startswith("Hardware:"):
-            hardware = text.split(":", 1)[1].strip()
-    sentence = " ".join(what)
-    return (sentence.split(". ")[0].rstrip(".") + "." if sentence else ""), hardware
+
+    def paragraph(label: str) -> str:
+        for index, line in enumerate(header):
+            if line.strip().startswith(label):
+                more = itertools.takewhile(lambda x: x.startswith("   "), header[index + 1 :])
+                return " ".join([line.strip().split(":", 1)[1].strip(), *(text.strip() for text in more)])
+        return ""
+
+    def first_sentence(text: str) -> str:
+        return text.split(". ")[0].rstrip(".") + "." if text else ""
+
+    return first_sentence(paragraph(f"{path.stem}:")), first_sentence(paragraph("Hardware:"))
 
 
 def resolve_recipe(name: str, extra_dirs: Sequence[str | Path] = ()) -> tuple[str, list[Path]]:

@@ -197,7 +197,9 @@ def format_result(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].strip("`"))
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_asyncweb.replay", description=__doc__.splitlines()[0].strip("`")
+    )
     parser.add_argument("run_dir", help="the run folder")
     parser.add_argument("traj_id", help="the trajectory (the viewer shows its id)")
     parser.add_argument("step", type=int, help="play from the state before this step")

@@ -1,4 +1,4 @@
-"""Branch rollouts (issue #16): the members of a group share one mid-episode state.
+"""Branch rollouts: the members of a group share one mid-episode state.
 
 With ``asyncweb.agent.branch_step = K`` the first member of a group to start (the *anchor*) runs its episode as
 usual and, when it reaches step K, snapshots the page (:meth:`BrowserPool.snapshot`) together with the agent's

@@ -272,7 +272,9 @@ def _write_weights(output_dir: Path, spec: TinyModelSpec) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_asyncweb.backends.tiny_model", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("output_dir", nargs="?", default=None, help="target folder (default: the cache folder)")
     parser.add_argument("--force", action="store_true", help="rebuild even if already built")
     parser.add_argument("--size", default="tiny", choices=sorted(MODEL_SIZES), help="model size (default: tiny)")

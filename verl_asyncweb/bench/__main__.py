@@ -13,6 +13,10 @@ def _available() -> list[str]:
 
 def main(argv: list[str]) -> int:
     names = _available()
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write(f"usage: python -m verl_asyncweb.bench NAME [args]; NAME is one of {names}\n")
+        sys.stdout.write("python -m verl_asyncweb.bench NAME --help describes one benchmark\n")
+        return 0
     if not argv or argv[0] not in names:
         got = argv[0] if argv else "nothing"
         sys.stderr.write(f"usage: python -m verl_asyncweb.bench NAME [args]; NAME must be one of {names}, got {got}\n")

@@ -9,14 +9,14 @@ strategies run side by side in interleaved rounds (medians reported):
 - ``pool``: :class:`verl_asyncweb.env.BrowserPool` (``reset`` + ``step``);
 - ``bare``: a plain Playwright loop on reused pages (the floor the pool is compared with).
 
-``--capacity`` instead sizes browser hosts (issue #17): the pool launching its Chromium locally vs the same pool on
+``--capacity`` instead sizes browser hosts: the pool launching its Chromium locally vs the same pool on
 two remote browser servers (``python -m verl_asyncweb.browser_server``, started here, their CPU counted too) at
 N = 4 and 8 in interleaved rounds, then each page's memory (PSS of a server's Chromium with its pages open minus
 idle, per page, after 10 steps at 1280x720), and the browser hosts the GPU recipe's concurrency needs.
 
 ``--soak-minutes M`` instead runs the pool continuously and reports memory growth after warm-up and leaked processes.
 
-``--fork`` instead measures episode snapshots (issue #16) on a pool with ``deterministic_clock``: for MiniWoB++ tasks,
+``--fork`` instead measures episode snapshots on a pool with ``deterministic_clock``: for MiniWoB++ tasks,
 bundled-site tasks and a page the pool does not serve (restored by action replay), each snapshotted after all but
 the last step of its scripted oracle, the median time of ``snapshot``, ``restore``, a fresh ``reset``, and replaying
 the prefix (``reset`` + one ``step`` with observation per action, what a branch costs without snapshots), each on a

@@ -40,9 +40,9 @@ from verl_asyncweb.plan.simulate import simulate
 logger = logging.getLogger(__name__)
 
 TRAJS_PER_HOUR_TOLERANCE = 0.15
-"""Accepted |predicted / measured - 1| of trained trajectories per hour (issue #18)."""
+"""Accepted |predicted / measured - 1| of trained trajectories per hour."""
 TRAINER_IDLE_TOLERANCE = 0.1
-"""Accepted |predicted - measured| trainer-idle fraction (issue #18)."""
+"""Accepted |predicted - measured| trainer-idle fraction."""
 PREDICTED_STEPS = 300
 """Simulated training steps after start-up: the model's expectation. A bench arm's few steps are one sample of a
 heavy-tailed process (a sync step waits for the slowest of its episodes); simulating only those steps would give

@@ -1,7 +1,7 @@
 """Deterministic page time (``asyncweb.env.deterministic_clock``): episodes that can be snapshotted and replayed.
 
 MiniWoB++ pages read the clock (episode start time, countdown, jQuery animations) and the text caret blinks on the
-wall clock, so two runs of the same episode differ unless time is taken away from the wall clock (issue #16). With
+wall clock, so two runs of the same episode differ unless time is taken away from the wall clock. With
 the option on, every context gets Playwright's fake clock installed once and paused at :data:`EPOCH_S`; each new
 document starts there. A step lets ``clock_step_ms`` of page time pass (timers and animations run synchronously),
 a ``wait`` action lets its seconds pass, and a MiniWoB++ reset sets the page time back to the epoch, so the page

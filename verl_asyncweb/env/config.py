@@ -95,7 +95,7 @@ class BrowserPoolConfig(BaseConfig):
             Each endpoint ends in a capability token: treat it as a secret.
         remote_retry_s: Time after which an endpoint out of rotation is tried again (when a browser needs one).
         deterministic_clock: Take page time off the wall clock so episodes replay and snapshots restore
-            identically (issue #16): a paused fake clock in every context, ``clock_step_ms`` of page time per step,
+            identically: a paused fake clock in every context, ``clock_step_ms`` of page time per step,
             ``wait`` advances page time instead of sleeping, no caret blink. Off by default: pages then run in
             real time, as a live agent sees them.
         clock_step_ms: Page time one step lets pass when ``deterministic_clock`` is on (timers and animations due

@@ -82,7 +82,7 @@ async def perform(session: Session, action: Action, config: BrowserPoolConfig, s
 
 async def _go_back(session: Session, config: BrowserPoolConfig) -> str:
     """Go back within the episode: never to a page of an earlier episode of this pool page; past the page a
-    snapshot was restored on, to the snapshot's earlier URLs (issue #16)."""
+    snapshot was restored on, to the snapshot's earlier URLs."""
     page, t = session.page, config.action_timeout_s
     if session.history_base >= 0:
         index, _ = await navigation_history(session, t)

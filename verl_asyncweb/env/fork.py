@@ -1,4 +1,4 @@
-"""Snapshot, restore and fork of episodes (issue #16): the :class:`SnapshotMixin` half of :class:`BrowserPool`.
+"""Snapshot, restore and fork of episodes: the :class:`SnapshotMixin` half of :class:`BrowserPool`.
 
 What a snapshot holds for each kind of page, and how it is put back, is described in
 :mod:`verl_asyncweb.env.snapshot`. Restores never raise for infrastructure trouble: like ``reset`` they retry once

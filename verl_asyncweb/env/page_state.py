@@ -1,4 +1,4 @@
-"""Reading and re-applying the client-side state of a page for snapshots (issue #16).
+"""Reading and re-applying the client-side state of a page for snapshots.
 
 What a server-rendered page holds beyond its URL and the server's state: form values, focus with its text
 selection, a selected range of page text, scroll positions (window and scrolled elements), web storage, the page

@@ -1,4 +1,4 @@
-"""Remote browser servers of a pool (``asyncweb.env.remote_endpoints``; issue #17, item 2).
+"""Remote browser servers of a pool (``asyncweb.env.remote_endpoints``).
 
 Each :class:`BrowserSlot` of a pool with remote endpoints connects to a server started by
 ``python -m verl_asyncweb.browser_server`` instead of launching Chromium; slot ``i`` starts on endpoint

@@ -1,6 +1,6 @@
 """The HTTP server the pool starts on ``site_host:0`` (``127.0.0.1`` by default): MiniWoB++ and the offline sites.
 
-Browsers are sent to ``http://PUBLIC_HOST:PORT``; with remote browsers (issue #17) it listens on a wildcard
+Browsers are sent to ``http://PUBLIC_HOST:PORT``; with remote browsers it listens on a wildcard
 address and ``PUBLIC_HOST`` is a name they can reach (``asyncweb.env.site_public_host``, see :func:`public_host`).
 
 Site state (carts, orders, user records, ...) is kept per episode. The pool gives every episode a fresh token in

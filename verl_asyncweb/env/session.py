@@ -56,7 +56,7 @@ class Session:
     cleanups: set[asyncio.Task] = field(default_factory=set)
     in_use: bool = False
     last_observation: Observation | None = None
-    # What snapshots need (issue #16): the executed action prefix (encoded, None for an invalid action), the index
+    # What snapshots need: the executed action prefix (encoded, None for an invalid action), the index
     # of the episode's first entry in the page's history, the form values and scroll each page had when the
     # episode left it (by URL; what the browser restores on going back), earlier pages of a restored episode
     # ({"url", "form", "scroll"}: go_back targets beyond the restored page) and the MiniWoB++ counters the page

@@ -1,4 +1,4 @@
-"""``EnvSnapshot``: the state of an episode, small enough to send through Ray and store in a run folder (issue #16).
+"""``EnvSnapshot``: the state of an episode, small enough to send through Ray and store in a run folder.
 
 :meth:`BrowserPool.snapshot` takes one, :meth:`BrowserPool.restore` puts it on any page of any pool (same
 viewport), :meth:`BrowserPool.fork` does so on a free page. How a snapshot is restored depends on its ``kind``:

@@ -196,7 +196,7 @@ def load_demos(demo_dir: str | Path) -> list[dict]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m verl_asyncweb.learning.demos``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.learning.demos", description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="laptop_learning", help="recipe whose agent and env settings to use")
     parser.add_argument("--tasks", nargs="+", default=None, help="task sources (default: the recipe's)")
     parser.add_argument("--instances", type=int, default=None, help="seeded instances per MiniWoB++ task")

@@ -336,7 +336,7 @@ def evaluate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("path", help="a run folder (its latest checkpoint) or a model folder")
     parser.add_argument("--step", type=int, default=None, help="a run folder's checkpoint global_step_STEP")
     parser.add_argument("--recipe", default="laptop_learning", help="agent/env settings for a model folder")

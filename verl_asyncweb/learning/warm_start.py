@@ -167,7 +167,9 @@ def warm_start(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_asyncweb.learning.warm_start", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--demos", required=True, help="folder written by verl_asyncweb.learning.demos")
     parser.add_argument("--out", required=True, help="output checkpoint folder")
     parser.add_argument("--base", default=None, help="base checkpoint (default: the offline model of --size)")
