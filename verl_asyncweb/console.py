@@ -413,3 +413,9 @@ def format_summary(summary: dict, steps: dict[int, dict], run_root: Path, comman
         f"  {command}",
     ]
     return "\n".join(lines)
+
+
+def refuse(prog: str, message: str) -> int:
+    """One line on stderr for input a command cannot use (a missing path, a folder with nothing in it); exit code 2."""
+    sys.stderr.write(f"{prog}: {message}\n")
+    return 2

@@ -375,6 +375,9 @@ def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
             tasks.train, seed=tasks.seed, max_tasks=tasks.max_train_tasks, miniwob_instances=tasks.miniwob_instances
         )
         val = load_task_sources(tasks.val, seed=tasks.seed) if tasks.val else train[: max(1, len(train) // 4)]
+        if not train or not val:
+            empty = "train" if not train else "val"
+            raise ValueError(f"{empty}={list(getattr(tasks, empty))} holds no tasks (an empty task file?)")
     except (OSError, ValueError) as exc:
         raise SetupError(f"asyncweb.tasks: {exc}") from exc
     cfg.data.train_files = str(write_task_dataset(train, run.data_dir / "train.parquet"))

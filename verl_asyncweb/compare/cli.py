@@ -12,6 +12,7 @@ from pathlib import Path
 from verl_asyncweb.compare.report import ComparisonReport, write_comparison
 from verl_asyncweb.compare.runs import load_run, load_runs
 from verl_asyncweb.compare.sweep import DEFAULT_COMMAND, default_sweep_dir, parse_axes, run_sweep
+from verl_asyncweb.console import refuse
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(args)
         if not args.run_dirs:
             parser.error("give at least one RUN_DIR, or --sweep KEY=V1,V2 ...")
-        report = write_comparison(load_runs(args.run_dirs), args.out or Path("comparison"))
+        runs = load_runs(args.run_dirs)
+        if not any(run.metrics for run in runs):
+            return refuse(parser.prog, f"nothing to compare: none of {args.run_dirs} has logged a step yet")
+        report = write_comparison(runs, args.out or Path("comparison"))
     except ValueError as err:
-        parser.error(str(err))
+        return refuse(parser.prog, str(err))
     _emit(report.terminal)
     _emit(_summary_line(report))
     return 0

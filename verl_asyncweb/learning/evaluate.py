@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_asyncweb.console import refuse
 from verl_asyncweb.learning.splits import HELD_OUT_SEED, check_disjoint, instance_keys
 
 logger = logging.getLogger(__name__)
@@ -359,13 +360,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    path = Path(args.path)
+    if not (path / "config.json").is_file() and not (path / "config.yaml").is_file():
+        return refuse(parser.prog, f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
     # After the arguments, so that --help and a usage error answer at once, without verl's import warnings.
     # Importing verl loads this plugin (see verl_asyncweb.main).
     import verl  # noqa: F401
 
-    result = evaluate(
-        args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature, args.step, args.set
-    )
+    try:
+        result = evaluate(
+            args.path, args.recipe, args.tasks, args.seeds, args.instances, args.temperature, args.step, args.set
+        )
+    except (FileNotFoundError, ValueError) as exc:
+        return refuse(parser.prog, str(exc))
     out = Path(args.out) if args.out else default_output(result)
     out.write_text(json.dumps(result, indent=1))
     print(format_table(result))

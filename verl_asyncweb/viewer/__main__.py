@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from verl_asyncweb.console import refuse
 from verl_asyncweb.viewer.page import write_viewer
 
 
@@ -24,7 +25,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = write_viewer(args.run_dir, args.out, args.max_episodes)
     except ValueError as err:
-        parser.error(str(err))
+        return refuse(parser.prog, str(err))
+    for warning in report.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    if not report.episodes:
+        return refuse(parser.prog, f"{args.run_dir} holds no finished episode yet (a run that has not finished one)")
     sys.stdout.write(f"wrote {report.index} ({report.episodes} episodes, {len(report.warnings)} warnings)\n")
     sys.stdout.write(f"open file://{report.index.resolve()}\n")
     return 0

@@ -1,0 +1,53 @@
+"""A newcomer's bad input to the tools gets one line on stderr and exit code 2: no traceback, nothing started."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _error_lines(stderr: str) -> list[str]:
+    """stderr without the warnings libraries print on import."""
+    return [line for line in stderr.splitlines() if line.strip() and "warn" not in line.lower()]
+
+
+@pytest.fixture
+def half_made_run(tmp_path):
+    """A run folder that never finished a step: a config and empty folders, no metrics, no episodes."""
+    run = tmp_path / "half"
+    for folder in ("data", "episodes", "logs"):
+        (run / folder).mkdir(parents=True)
+    (run / "config.yaml").write_text("trainer: {}\n")
+    return run
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["evaluate", "{missing}"], "is neither a model folder (config.json) nor a run folder (config.yaml)"),
+        (["viewer", "{missing}"], "run folder must be an existing directory"),
+        (["compare", "{missing}", "{missing}"], "run folder must be an existing directory"),
+        (["viewer", "{half}"], "holds no finished episode yet"),
+        (["compare", "{half}", "{half}"], "nothing to compare"),
+    ],
+)
+def test_missing_and_half_made_folders_get_one_line(command, message, tmp_path, half_made_run):
+    args = [arg.format(missing=tmp_path / "nowhere", half=half_made_run) for arg in command]
+    done = _run(f"verl_asyncweb.{args[0]}", *args[1:])
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = _error_lines(done.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"python -m verl_asyncweb.{args[0]}: ") and message in lines[0]
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_an_empty_task_file_is_refused_naming_it(tmp_path):
+    empty = tmp_path / "tasks.jsonl"
+    empty.write_text("")
+    done = _run("verl_asyncweb.main", f"asyncweb.tasks.train=[{empty}]", f"trainer.default_local_dir={tmp_path}/run")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"verl_asyncweb: asyncweb.tasks: train=['{empty}'] holds no tasks (an empty task file?)" in done.stderr
+    assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr
