@@ -1,7 +1,8 @@
 """Launch a recipe with overrides from Python, the same as `python -m verl_asyncweb.main recipe=NAME key=value ...`.
 
-Usage (CPU, a minute-scale run over this folder's example MiniWoB tasks):
-    python examples/launch_recipe.py
+Usage (CPU, a few minutes: two steps of ``cpu_smoke`` on two MiniWoB++ tasks with the 1/|tau| step normalizer):
+    python examples/launch_recipe.py             # extra key=value arguments are passed on
+    python examples/launch_recipe.py --cfg job   # print the config it would run, start nothing
 """
 
 import sys
