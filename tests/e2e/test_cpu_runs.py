@@ -96,6 +96,9 @@ def async_run(tmp_path_factory) -> tuple[Path, int, int]:
             "asyncweb.tasks.max_train_tasks=0",
             *SYNC_CYCLE,
             "actor_rollout_ref.actor.ppo_epochs=2",
+            # A builder actor: rows built ahead in async mode, unbuilt before each checkpoint.
+            "asyncweb.pixels.workers=1",
+            "asyncweb.pixels.worker_cpus=0",
         )
 
     with (tmp_path / "attempt0.log").open("w") as out:
@@ -223,6 +226,9 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     payload = max(d["asyncweb/screenshots/rollout_payload_bytes_per_traj"] for d in every.values())
     assert 0 < payload < smallest_jpeg, (payload, smallest_jpeg)
     assert all(d["asyncweb/screenshots/images_per_step"] > 0 for d in every.values())
+    # The second local update of a cycle found rows built during the first (the first one of the next cycle is not
+    # built ahead here: every step saves a checkpoint, which the payload bound above shows held no pixels).
+    assert sum(d["asyncweb/screenshots/samples_built_ahead"] for d in every.values()) > 0
 
 
 @pytest.fixture(scope="module")
@@ -249,9 +255,9 @@ def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[i
     meet tokens (its processor's 16-pixel patches, verl's interleaved-mrope rope index and deepstack visual features
     in the trainer's forward, the pixel rebuild from screenshot keys). Branch rollouts: each group's second member
     plays on from step 1 of its first member's episode. Remote browsers: the pool's two browsers connect to two
-    browser servers instead of launching Chromium. Pixels built ahead: a builder actor rebuilds the cycle's second
-    local update's pixels while its first trains. Returns (run_dir, Chromium processes under the run after step 1,
-    Chromium processes each server gained by then).
+    browser servers instead of launching Chromium. Pixels built ahead: a builder actor rebuilds each group's pixels
+    as it finishes, while the rollout waits for the cycle's slower episodes. Returns (run_dir, Chromium processes
+    under the run after step 1, Chromium processes each server gained by then).
     """
     tmp_path = tmp_path_factory.mktemp("sync")
     run_dir = tmp_path / "sync"
@@ -298,9 +304,9 @@ def test_sync_run_of_the_same_recipe(sync_run):
         # agreement below), not the weights the first update left.
         assert data["asyncweb/optimizer_steps"] == 2
         assert data["asyncweb/screenshots/images_per_step"] > 0 and data["asyncweb/screenshots/dropped_samples"] == 0
-        # The second local update's rows were foreseen and built while the first one trained (their pixels are
-        # right: the per-token agreement below covers that update too).
-        assert data["asyncweb/screenshots/samples_built_ahead"] > 0
+        # Every trained step-sample (one screenshot each) had its pixels built while the rollout waited for the
+        # cycle's slower episodes; their pixels are right: the per-token agreement below covers both updates.
+        assert data["asyncweb/screenshots/samples_built_ahead"] == data["asyncweb/screenshots/images_per_step"] > 0
         # Tokens per second per trainer rank: the hf rollout server runs on CPU and counts as no GPU.
         assert data["perf/throughput"] == pytest.approx(data["perf/total_num_tokens"] / data["perf/time_per_step"])
     # Qwen3-VL through verl's engine: pi_prox equals the rollout's log-probs within 1e-3 on every step.

@@ -50,7 +50,7 @@ def _rebuild(
     config = PixelRebuildConfig(workers=workers, chunk_samples=chunk_samples, worker_cpus=0)
     rebuild = PixelRebuild(config, processor, client, {}, dtype)
     try:
-        handed = rebuild.build_ahead(KVBatchMeta(keys=keys[:ahead], tags=tags[:ahead], partition_id=PARTITION))
+        handed = rebuild.build_ahead(KVBatchMeta(keys=keys[:ahead], tags=tags[:ahead], partition_id=PARTITION), step=1)
         assert handed == (ahead if workers else 0)
         rebuild.settle()
         stats = rebuild.attach(KVBatchMeta(keys=keys, tags=tags, partition_id=PARTITION))
@@ -94,3 +94,32 @@ def test_pixels_in_the_models_dtype_are_the_float32_pixels_cast(pixel_batch):
     for expected, got in zip(full[:-1], half[:-1], strict=True):
         assert got["pixel_values"].dtype == torch.bfloat16
         assert torch.equal(got["pixel_values"], expected["pixel_values"].to(torch.bfloat16))
+
+
+def test_rows_built_ahead_are_unbuilt_before_a_checkpoint(pixel_batch):
+    """verl saves TransferQueue's rows with a checkpoint: rows built ahead and not sampled lose their pixels first,
+    except rows the replay buffer no longer holds (a write would create an evicted row again)."""
+    import ray
+    import transfer_queue as tq
+    from transfer_queue import KVBatchMeta
+
+    from verl_asyncweb.bench.pixels import PARTITION
+    from verl_asyncweb.trainer.config import PixelRebuildConfig
+    from verl_asyncweb.trainer.pixels_ahead import PixelRebuild
+
+    keys, tags, processor, client = pixel_batch
+    rebuild = PixelRebuild(PixelRebuildConfig(workers=2, chunk_samples=2, worker_cpus=0), processor, client, {})
+    try:
+        ahead = KVBatchMeta(keys=keys[:4], tags=tags[:4], partition_id=PARTITION)
+        assert rebuild.build_ahead(ahead, step=3) == 4
+        evicted = keys[3]
+        assert rebuild.unbuild_ahead(live_rows=set(keys) - {evicted}) == 3
+        rows = tq.kv_batch_get(keys=keys[:4], partition_id=PARTITION, select_fields=["multi_modal_inputs"])
+        inputs = list(rows["multi_modal_inputs"])
+        assert inputs[:3] == [{}, {}, {}]
+        assert "pixel_values" in inputs[3], "the evicted row was not written to"
+        stats = rebuild.attach(KVBatchMeta(keys=keys[:3], tags=tags[:3], partition_id=PARTITION))
+        assert stats.built_ahead == 0 and stats.images == 3, "unbuilt rows are built again when sampled"
+    finally:
+        for builder in rebuild.builders:
+            ray.kill(builder)

@@ -36,6 +36,7 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 from verl.protocol import DataProto
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
+from verl.trainer.ppo.v1.replay_buffer import _accumulate_eviction_metrics
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.workers.utils.padding import response_to_nested
@@ -110,23 +111,41 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
             self._pixel_seconds += time.time() - started
         super().on_sample_begin()
 
-    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+    def _pixel_rebuild(self) -> PixelRebuild:
         if self._pixels is None:
             mm_kwargs = self.config.data.get("mm_processor_kwargs")
             dtype = pixel_dtype(self.config.actor_rollout_ref.actor)
             self._pixels = PixelRebuild(self.asyncweb.pixels, self.processor, self.screenshots, mm_kwargs, dtype)
+        return self._pixels
+
+    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         started = time.time()
-        self._pixel_stats.add(self._pixels.attach(batch))
-        if self.asyncweb.pixels.build_ahead:
-            # The next sample comes after this cycle's weight sync when this is its last local update.
-            cycle_ends = self.local_trigger_step + 1 >= self.parameter_sync_step
+        self._pixel_stats.add(self._pixel_rebuild().attach(batch))
+        cycle_ends = self.local_trigger_step + 1 >= self.parameter_sync_step
+        if self.asyncweb.pixels.build_ahead and not (cycle_ends and self._saves_checkpoint_after_this_step()):
+            # The next sample comes after this cycle's weight sync when this is its last local update (and its rows
+            # would only be unbuilt again before a checkpoint).
             groups = self.config.data.train_batch_size // self.parameter_sync_step
             upcoming = rows_sampled_next(
                 self.replay_buffer, batch.partition_id, self.global_steps + int(cycle_ends), groups, batch
             )
-            self._pixels.build_ahead(upcoming)
+            self._pixels.build_ahead(upcoming, self.global_steps)
         self._pixel_seconds += time.time() - started
         return super()._compute_old_log_prob(batch, metrics)
+
+    def _saves_checkpoint_after_this_step(self) -> bool:
+        """verl's condition in ``fit`` for saving a checkpoint at the end of the current step."""
+        save_freq = self.config.trainer.save_freq
+        last = self.global_steps >= self.total_training_steps
+        return save_freq > 0 and (last or self.global_steps % save_freq == 0)
+
+    def _save_checkpoint(self):
+        if self._pixels is not None:
+            live_rows = set(self.replay_buffer.partitions["train"])
+            unbuilt = self._pixels.unbuild_ahead(live_rows)
+            if unbuilt:
+                logger.info("checkpoint: %d rows built ahead are saved without their pixels", unbuilt)
+        return super()._save_checkpoint()
 
     # ------------------------------------------------------------------ advantages
 
@@ -177,11 +196,23 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         if self.asyncweb.rollout_mode == "sync":
             # Every group of the cycle (all of its local updates) finishes before the first update: generation then
             # pauses once, and the cycle's later samples find their groups finished.
-            _, evictions = self.replay_buffer.wait_for_sampleable(
-                self.global_steps, "train", self.config.data.train_batch_size
-            )
-            metrics.update(evictions)
+            metrics.update(self._wait_for_the_cycles_groups(self.config.data.train_batch_size))
         return metrics
+
+    def _wait_for_the_cycles_groups(self, groups: int) -> dict:
+        """Wait until ``groups`` groups are sampleable; returns verl's eviction metrics. With pixels built ahead,
+        each group's rows go to the builders as it finishes, while the slower episodes still play."""
+        if not (self.asyncweb.pixels.build_ahead and self.asyncweb.pixels.workers):
+            return self.replay_buffer.wait_for_sampleable(self.global_steps, "train", groups)[1]
+        evictions: dict = {}
+        nothing_taken = KVBatchMeta(partition_id="train", keys=[], tags=[])
+        for target in range(1, groups + 1):
+            _, waited = self.replay_buffer.wait_for_sampleable(self.global_steps, "train", target)
+            stale = next((value for key, value in waited.items() if key.endswith("/off_policy/evicted_samples")), 0)
+            _accumulate_eviction_metrics(evictions, waited, stale)
+            upcoming = rows_sampled_next(self.replay_buffer, "train", self.global_steps, groups, nothing_taken)
+            self._pixel_rebuild().build_ahead(upcoming, self.global_steps)
+        return evictions
 
     def on_sample_end(self):
         super().on_sample_end()

@@ -5,13 +5,14 @@ pi_prox: 8.9 s per 640 step-samples of 1280x720 on a 16-core node. Right after a
 :func:`rows_sampled_next` reads verl's replay buffer the way its next ``sample`` will choose (the oldest finished
 groups that are neither stale nor filtered) and :class:`PixelRebuild` hands those rows to the builder pool without
 waiting; the next local update then waits only for what is still building and builds only what was not foreseen
-(a group that finished meanwhile, verl's padding rows). In sync mode the cycle's later local updates are foreseen
-exactly (every group of the cycle finished before the first); the first one of a cycle has nothing to build ahead
-from, as no group of it exists yet. In async mode every local update can find its groups built.
+(a group that finished meanwhile, verl's padding rows). In sync mode the trainer hands each group of the cycle
+over as it finishes, while the slower episodes still play (``AsyncWebTrainer.prepare_step``), so only the last
+groups to finish are built after the rollout; in async mode every local update can find its groups built.
 
 A row is built once: its ``multi_modal_inputs`` in TransferQueue then hold pixels, which a second build would
 count as the rollout's payload. Builds ahead finish before the replay buffer samples again (``settle``), so none
-writes into a row that the buffer evicts and clears meanwhile.
+writes into a row that the buffer evicts and clears meanwhile. Before a checkpoint (verl saves TransferQueue's
+rows with it) the rows built ahead and not yet sampled are unbuilt, so checkpoints never hold pixels.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field, replace
 
 import ray
 import torch
+import transfer_queue as tq
+from tensordict import NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 
 from verl_asyncweb.config.build import plain_dict
@@ -29,16 +32,18 @@ from verl_asyncweb.trainer.pixels import PixelStats, batch_stats, build_pixel_ch
 
 logger = logging.getLogger(__name__)
 
-AHEAD_GENERATIONS_KEPT = 8
-"""Rows built ahead are forgotten after this many later look-aheads (their group was evicted, never sampled)."""
+AHEAD_STEPS_KEPT = 8
+"""Rows built ahead and not sampled within this many training steps are forgotten (their group was evicted; the
+staleness bound evicts a group a few steps after it finished)."""
 
 
 @dataclass
 class _Ahead:
-    """Rows handed to the builders ahead of their sample: key -> (the chunk's result, the row's index in it)."""
+    """Rows handed to the builders ahead of their sample: key -> (the chunk's result, the row's index in it, the
+    training step it was handed over at)."""
 
     rows: dict[str, tuple[ray.ObjectRef, int, int]] = field(default_factory=dict)
-    generation: int = 0
+    partition_id: str = "train"
 
 
 class PixelRebuild:
@@ -83,20 +88,20 @@ class PixelRebuild:
         rows.update({key: replace(results[ref][index], built_ahead=1) for key, (ref, index, _) in ahead.items()})
         return batch_stats([rows[key] for key in keys], keys, tags)
 
-    def build_ahead(self, rows: KVBatchMeta | None) -> int:
-        """Hand ``rows`` to the builder pool and return at once; returns how many rows were handed over."""
-        self._ahead.generation += 1
-        generation = self._ahead.generation
+    def build_ahead(self, rows: KVBatchMeta | None, step: int) -> int:
+        """Hand ``rows`` (at training step ``step``) to the builder pool and return at once; rows handed over
+        before are not handed again. Returns how many rows were handed over."""
         self._ahead.rows = {
-            key: entry for key, entry in self._ahead.rows.items() if generation - entry[2] <= AHEAD_GENERATIONS_KEPT
+            key: entry for key, entry in self._ahead.rows.items() if step - entry[2] <= AHEAD_STEPS_KEPT
         }
         if not self.builders or rows is None:
             return 0
+        self._ahead.partition_id = rows.partition_id
         fresh = [(key, tag) for key, tag in zip(rows.keys, rows.tags, strict=True) if key not in self._ahead.rows]
         for index, chunk in enumerate(self._chunks(fresh)):
             ref = self._submit(index, chunk, rows.partition_id)
             for position, (key, _) in enumerate(chunk):
-                self._ahead.rows[key] = (ref, position, generation)
+                self._ahead.rows[key] = (ref, position, step)
         return len(fresh)
 
     def settle(self) -> None:
@@ -104,6 +109,18 @@ class PixelRebuild:
         refs = list({ref for ref, _, _ in self._ahead.rows.values()})
         if refs:
             ray.wait(refs, num_returns=len(refs))
+
+    def unbuild_ahead(self, live_rows: set[str]) -> int:
+        """Take the pixels of rows built ahead and not yet sampled out of TransferQueue again (before a checkpoint,
+        which would otherwise save them); ``live_rows`` are the rows the replay buffer still holds (an evicted row
+        is gone, and a write would create it again). Returns how many rows were unbuilt."""
+        self.settle()
+        keys = [key for key in self._ahead.rows if key in live_rows]
+        self._ahead.rows.clear()
+        if keys:
+            empty = TensorDict({"multi_modal_inputs": NonTensorStack(*({} for _ in keys))}, batch_size=[len(keys)])
+            tq.kv_batch_put(keys=keys, partition_id=self._ahead.partition_id, fields=empty)
+        return len(keys)
 
     def _chunks(self, rows: list[tuple[str, dict]]) -> list[list[tuple[str, dict]]]:
         size = self.config.chunk_samples
