@@ -138,7 +138,7 @@ def run_mode(
         watcher = None
         if mode == "ahead":
             handed_at = time.perf_counter()
-            rebuild.build_ahead(batch)
+            rebuild.build_ahead(batch, step=1)
             watcher = threading.Thread(
                 target=lambda: (rebuild.settle(), ahead_s.append(time.perf_counter() - handed_at))
             )
