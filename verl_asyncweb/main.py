@@ -24,6 +24,7 @@ from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
     RECIPE_PATH_ENV,
     RecipeError,
+    check_recipe_name,
     compose_recipe,
 )
 from verl_asyncweb.run_folder import RUN_DIR_ENV, RunFolder
@@ -125,13 +126,14 @@ def load_config(argv: list[str], allow_missing: bool = False):
     With ``allow_missing`` (``--cfg job``) a recipe whose ``asyncweb`` values are still ``???`` composes with
     them visible and the typed config is ``None``; derived keys are filled in either way.
     """
+    invocation = parse_argv(argv)
+    check_recipe_name(invocation.recipe, invocation.recipe_dirs)  # before verl's import: a typo answers at once
     # verl first: importing verl loads this plugin; starting from one of our modules that imports verl would make
     # that plugin import circular (and verl swallows the ImportError).
     import verl  # noqa: F401, I001
     from verl_asyncweb.algo.verl_keys import check_verl_config
     from verl_asyncweb.config.schema import AsyncWebConfig
 
-    invocation = parse_argv(argv)
     cfg = compose_recipe(invocation.recipe, invocation.overrides, invocation.recipe_dirs)
     recipe = cfg.asyncweb.recipe
     missing = sorted(OmegaConf.missing_keys(cfg.asyncweb))

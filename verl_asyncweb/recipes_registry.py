@@ -96,6 +96,20 @@ def resolve_recipe(name: str, extra_dirs: Sequence[str | Path] = ()) -> tuple[st
     return name, user_recipe_dirs(extra_dirs)
 
 
+def check_recipe_name(name: str, extra_dirs: Sequence[str | Path] = ()) -> tuple[str, list[Path], dict[str, Path]]:
+    """``(name, user recipe folders, recipe files)`` of an existing recipe; raises :class:`RecipeError` naming the
+    valid ones otherwise. Imports nothing heavy, so a misspelt recipe is answered before verl is imported."""
+    name, user_dirs = resolve_recipe(name, extra_dirs)
+    files = recipe_files(user_dirs)
+    names = recipe_names(files)
+    if name not in names:
+        raise RecipeError(
+            f"recipe must be one of {names}, got {name!r}; add {name}.yaml to a recipe folder "
+            f"(--recipe-dir DIR or {RECIPE_PATH_ENV}) or pass recipe=path/to/{name}.yaml"
+        )
+    return name, user_dirs, files
+
+
 def compose_recipe(
     name: str, overrides: list[str] | tuple[str, ...] = (), extra_dirs: Sequence[str | Path] = ()
 ) -> DictConfig:
@@ -109,14 +123,7 @@ def compose_recipe(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    name, user_dirs = resolve_recipe(name, extra_dirs)
-    files = recipe_files(user_dirs)
-    names = recipe_names(files)
-    if name not in names:
-        raise RecipeError(
-            f"recipe must be one of {names}, got {name!r}; add {name}.yaml to a recipe folder "
-            f"(--recipe-dir DIR or {RECIPE_PATH_ENV}) or pass recipe=path/to/{name}.yaml"
-        )
+    name, user_dirs, files = check_recipe_name(name, extra_dirs)
     # Hydra finds the primary config only in the config dir: the recipe's own folder; every recipe folder is on the
     # search path for the shared bases and recipes named in defaults lists.
     folders = [recipes_dir(), *user_dirs]

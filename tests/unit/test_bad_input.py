@@ -51,3 +51,18 @@ def test_an_empty_task_file_is_refused_naming_it(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"verl_asyncweb: asyncweb.tasks: train=['{empty}'] holds no tasks (an empty task file?)" in done.stderr
     assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr
+
+
+def test_an_unknown_recipe_is_answered_before_verl_is_imported():
+    """verl's import costs ~10 s of CPU: a misspelt recipe name must not wait for it."""
+    probe = (
+        "import sys\n"
+        "from verl_asyncweb.main import load_config\n"
+        "from verl_asyncweb.recipes_registry import RecipeError\n"
+        "try:\n"
+        "    load_config(['recipe=nope'])\n"
+        "except RecipeError as exc:\n"
+        "    print('verl' in sys.modules, 'recipe must be one of' in str(exc))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]
