@@ -376,6 +376,20 @@ def test_every_learning_bench_arm_composes_with_laptop_learning(arm):
     )
 
 
+def test_the_sync_reinforce_arm_runs_the_baseline_its_recipe_names():
+    """``bench learning --arms sync_reinforce`` trains what recipe ``miniwob_sync_reinforce`` does."""
+    _, arm = load_config(
+        ["recipe=laptop_learning", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS["sync_reinforce"]]
+    )
+    _, recipe = load_config(["recipe=miniwob_sync_reinforce"])
+    for asyncweb in (arm, recipe):
+        assert (asyncweb.rollout_mode, asyncweb.algo.estimator, asyncweb.algo.step_norm) == (
+            "sync",
+            "multistep_reinforce",
+            "traj",
+        )
+
+
 def test_vanilla_loss_without_verls_bypass_mode_is_refused_naming_the_key():
     with pytest.raises(SetupError, match="algorithm.rollout_correction.bypass_mode must be True"):
         load_config(["asyncweb.algo.loss_mode=vanilla"])

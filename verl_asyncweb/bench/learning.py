@@ -37,7 +37,14 @@ ARMS = {
     "control": ["asyncweb.algo.negate_advantage=true"],
     "traj": ["asyncweb.algo.step_norm=traj"],
     "vanilla": ["asyncweb.algo.loss_mode=vanilla", "algorithm.rollout_correction.bypass_mode=true"],
-    "sync": ["asyncweb.rollout_mode=sync"],
+    # WebGym's synchronous baseline, as recipe miniwob_sync_reinforce: sync rollout, REINFORCE on the raw reward.
+    "sync_reinforce": [
+        "asyncweb.rollout_mode=sync",
+        "asyncweb.algo.estimator=multistep_reinforce",
+        "algorithm.adv_estimator=multistep_reinforce",
+        "asyncweb.algo.step_norm=traj",
+    ],
+    "sync_grpo": ["asyncweb.rollout_mode=sync"],
     "raftpp": ["asyncweb.algo.estimator=raftpp", "algorithm.adv_estimator=raftpp"],
 }
 """RL arms: ``verl_asyncweb.main`` overrides on top of ``laptop_learning`` and the warm start."""
