@@ -1,11 +1,10 @@
 """The look-ahead of the pixel rebuild picks the rows verl's replay buffer hands the next local update."""
 
 import pytest
+from trainer_helpers import replay_buffer_for
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
-from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 
-from verl_asyncweb.main import load_config
 from verl_asyncweb.trainer.pixels_ahead import rows_sampled_next
 
 PARTITION = "train"
@@ -16,15 +15,7 @@ ETA = 2
 def buffer(monkeypatch):
     """verl's async replay buffer holding six finished groups of two rows (two steps of one episode each) submitted
     at steps 1 to 6, as its TransferQueue snapshot would leave it; TransferQueue itself is not needed."""
-    cfg, _ = load_config([f"asyncweb.staleness={ETA}", "asyncweb.algo.dynamic_sampling=false"])
-    sampler = cfg.trainer.v1.sampler
-    replay = ReplayBufferAsync(
-        trainer_mode="separate_async",
-        trainer_config=cfg,
-        max_off_policy_threshold=sampler.max_off_policy_threshold,
-        max_off_policy_strategy=sampler.max_off_policy_strategy,
-        sampler_kwargs={},
-    )
+    replay = replay_buffer_for([f"asyncweb.staleness={ETA}", "asyncweb.algo.dynamic_sampling=false"])
     for group, submitted in zip("abcdef", [4, 6, 5, 2, 3, 1], strict=True):
         replay.prompt_global_steps[PARTITION][group] = submitted
         replay.finished_keys[PARTITION].add(group)

@@ -6,24 +6,14 @@ step s must still be trainable at step s + eta and be dropped at s + eta + 1.
 """
 
 import pytest
-from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
-
-from verl_asyncweb.main import load_config
+from trainer_helpers import replay_buffer_for
 
 SUBMITTED = 5
 
 
 @pytest.mark.parametrize("eta", [0, 1, 2])
 def test_a_group_is_kept_for_eta_steps_and_dropped_after(eta):
-    cfg, asyncweb = load_config([f"asyncweb.staleness={eta}"])
-    sampler = cfg.trainer.v1.sampler
-    buffer = ReplayBufferAsync(
-        trainer_mode="separate_async",
-        trainer_config=cfg,
-        max_off_policy_threshold=sampler.max_off_policy_threshold,
-        max_off_policy_strategy=sampler.max_off_policy_strategy,
-        sampler_kwargs={},
-    )
+    buffer = replay_buffer_for([f"asyncweb.staleness={eta}"])
     buffer.prompt_global_steps["train"]["group"] = SUBMITTED
     buffer.finished_keys["train"].add("group")
     for step in range(SUBMITTED, SUBMITTED + eta + 1):
