@@ -272,6 +272,7 @@ def sync_run(tmp_path_factory, browser_servers) -> tuple[Path, list[int], list[i
         # As in gpu_check: a random model earns no reward, and this bonus alone makes every update move the weights.
         "actor_rollout_ref.actor.entropy_coeff=0.01",
         "asyncweb.agent.branch_step=1",
+        "asyncweb.algo.step_credit=branch",
         f"asyncweb.env.remote_endpoints=[{endpoints}]",
         "asyncweb.env.num_browsers=2",
         # A builder actor, so that the cycle's second local update finds its pixels built during the first.
@@ -393,6 +394,9 @@ def test_branched_groups_share_their_branch_point_and_replay_reproduces_a_member
     steps = read_steps(run_dir / "metrics.jsonl")
     members = sum(data["asyncweb/branch/members"] for data in steps.values())
     assert members == sum(len(group) - 1 for group in by_point.values()) > 0
+    # step_credit=branch: the steps taken from a shared point were compared among the group's trajectories (the
+    # random model's rewards are all equal here, so the step-level advantages themselves are 0).
+    assert sum(data.get("asyncweb/step_credit/samples", 0) for data in steps.values()) > 0
     for point, group in by_point.items():
         anchor, *rest = sorted(group, key=lambda e: e["branch"]["role"] != "anchor")
         assert anchor["branch"]["role"] == "anchor" and anchor["traj_id"] == point.split("@")[0]

@@ -421,6 +421,8 @@ class WebAgentLoop(AgentLoopBase):
                     "step_index": step_index,
                     "policy_version": version,
                     "policy_version_min": earliest,
+                    # The exact state this step was taken from is shared with the group's branch members.
+                    "branch_point": state.branch_point if step_index == state.branch_step else "",
                     SCREENSHOT_KEYS_FIELD: keys,
                     IMAGE_GRID_FIELD: mm_inputs["image_grid_thw"].tolist(),
                     "screenshot_store": screenshots.incarnation,

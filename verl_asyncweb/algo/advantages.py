@@ -185,3 +185,25 @@ def constant_group_mask(traj_rewards: torch.Tensor, group_index: Sequence[Hashab
     low = empty.scatter_reduce(0, ids, traj_rewards, "amin", include_self=False)
     counts = torch.bincount(ids, minlength=num_groups)
     return ((counts <= 1) | (high == low))[ids]
+
+
+def shared_state_advantages(
+    traj_rewards: torch.Tensor, state_index: Sequence[Hashable], norm_by_std: bool = True, eps: float = 1e-6
+) -> torch.Tensor:
+    """Step-level advantages of actions taken from one exact state: A^S_i = (R_i - mean_P R) / (std_P R + eps) over
+    the trajectories P that took a step from the same branch point (their returns from there are their terminal
+    rewards). A state only one trajectory left from gets 0.
+
+    Args:
+        traj_rewards: Reward of each trajectory that left a shared state, shape (num,).
+        state_index: The branch point each of them left, length num.
+        norm_by_std: Divide by the population std of P.
+        eps: Added to the std.
+
+    Returns:
+        float64 tensor of shape (num,).
+    """
+    ones = torch.ones_like(traj_rewards, dtype=torch.long)
+    return multistep_grpo_advantages(
+        traj_rewards.to(torch.float64), state_index, ones, "none", norm_by_std=norm_by_std, eps=eps
+    )

@@ -22,6 +22,7 @@ from verl.workers.config import PolicyLossConfig
 STEP_NORMS: tuple[str, ...] = ("traj", "const", "none")
 CAP_MODES: tuple[str, ...] = ("drop", "clip")
 ESTIMATORS: tuple[str, ...] = ("multistep_grpo", "multistep_reinforce", "raftpp")
+STEP_CREDITS: tuple[str, ...] = ("none", "branch")
 LOSS_MODES: tuple[str, ...] = ("decoupled_ppo", "vanilla")
 
 
@@ -65,6 +66,12 @@ class AsyncWebAlgoConfig(BaseConfig):
             with the ratio taken against pi_behave itself (verl's ``rollout_correction.bypass_mode``: the old
             log-probs are the rollout's, no pi_prox pass, no behaviour weights). Recipes interpolate
             ``policy_loss.loss_mode`` from it; ``vanilla`` also needs ``bypass_mode: true``.
+        step_credit: ``none`` or ``branch`` (``multistep_grpo`` with branch rollouts only): the actions taken from a
+            branch point, an exact page state that a group's anchor and members all start a step from, are
+            compared among those trajectories (their rewards normalised over them), and that step-level
+            advantage, times ``step_credit_weight``, is added to the episode-level one on the step taken from the
+            point (docs/algorithms.md).
+        step_credit_weight: Weight of the step-level advantage (GiGPO's omega).
     """
 
     estimator: str = "multistep_grpo"
@@ -78,11 +85,18 @@ class AsyncWebAlgoConfig(BaseConfig):
     success_threshold: float = 0.0
     negate_advantage: bool = False
     loss_mode: str = "decoupled_ppo"
+    step_credit: str = "none"
+    step_credit_weight: float = 1.0
 
     def __post_init__(self):
         _one_of("asyncweb.algo.estimator", self.estimator, ESTIMATORS)
         _one_of("asyncweb.algo.loss_mode", self.loss_mode, LOSS_MODES)
         _one_of("asyncweb.algo.step_norm", self.step_norm, STEP_NORMS)
+        _one_of("asyncweb.algo.step_credit", self.step_credit, STEP_CREDITS)
+        if self.step_credit == "branch" and self.estimator != "multistep_grpo":
+            raise ValueError(f"asyncweb.algo.step_credit=branch needs estimator multistep_grpo, got {self.estimator!r}")
+        if isinstance(self.step_credit_weight, bool) or not isinstance(self.step_credit_weight, int | float):
+            raise ValueError(f"asyncweb.algo.step_credit_weight must be a number, got {self.step_credit_weight!r}")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k <= 0:
             raise ValueError(f"asyncweb.algo.k must be an integer > 0, got {self.k!r}")
         if not isinstance(self.norm_by_std, bool):

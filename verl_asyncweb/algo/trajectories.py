@@ -26,6 +26,8 @@ from verl_asyncweb.algo.advantages import (
     multistep_grpo_advantages,
     multistep_reinforce_advantages,
     raftpp_advantages,
+    shared_state_advantages,
+    step_scale,
 )
 from verl_asyncweb.algo.config import AsyncWebAlgoConfig
 
@@ -186,6 +188,41 @@ def trajectory_advantages(table: TrajectoryTable, config: AsyncWebAlgoConfig) ->
     return raftpp_advantages(table.rewards, table.num_steps, config.step_norm, config.k, config.success_threshold)
 
 
+def branch_step_credit(
+    table: TrajectoryTable, shared_state: Sequence[str | None], row_valid: torch.Tensor, config: AsyncWebAlgoConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The step-level term of ``step_credit=branch``: omega * c_i * A^S_i on the row of each trajectory's step taken
+    from a branch point (:func:`~verl_asyncweb.algo.advantages.shared_state_advantages` over the trajectories that
+    left that point), 0 on every other row. Returns the per-row term (float64, shape (batch,)) and its metrics.
+
+    Args:
+        table: The batch's trajectories.
+        shared_state: Per row, the branch point its step was taken from (``None``/``""`` for an unshared state).
+        row_valid: False for padding rows.
+        config: ``step_credit_weight``, ``step_norm``, ``k``, ``norm_by_std``, ``eps``.
+    """
+    term = torch.zeros(len(shared_state), dtype=torch.float64)
+    leaving: dict[int, tuple[int, str]] = {}  # trajectory -> (its row, the point it left)
+    for row, point in enumerate(shared_state):
+        if point and bool(row_valid[row]):
+            leaving.setdefault(int(table.row_to_traj[row]), (row, point))
+    if not leaving:
+        return term, {}
+    trajs = list(leaving)
+    points = [point for _, point in leaving.values()]
+    index = torch.tensor(trajs, dtype=torch.long)
+    step_adv = shared_state_advantages(table.rewards[index], points, config.norm_by_std, config.eps)
+    scaled = config.step_credit_weight * step_scale(table.num_steps[index], config.step_norm, config.k) * step_adv
+    term[torch.tensor([row for row, _ in leaving.values()])] = scaled
+    shared = [points.count(point) > 1 for point in points]
+    compared = step_adv[torch.tensor(shared)]
+    return term, {
+        "asyncweb/step_credit/points": float(len({p for p, s in zip(points, shared, strict=True) if s})),
+        "asyncweb/step_credit/samples": float(sum(shared)),
+        "asyncweb/step_credit/abs_mean": compared.abs().mean().item() if len(compared) else 0.0,
+    }
+
+
 def _metrics(table: TrajectoryTable, adv: torch.Tensor, filtered: torch.Tensor, config) -> dict[str, float]:
     success = table.rewards > config.success_threshold
     steps = table.num_steps.to(torch.float64)
@@ -209,6 +246,7 @@ def compute_multistep_advantages_for_batch(
     traj_id: Sequence[Hashable],
     traj_num_steps: Sequence[int] | torch.Tensor | None = None,
     config: AsyncWebAlgoConfig | Mapping[str, Any] | None = None,
+    shared_state: Sequence[str | None] | None = None,
 ) -> BatchAdvantages:
     """Advantages of a batch of step-samples: dedupe into trajectories, estimate, broadcast to tokens.
 
@@ -219,6 +257,8 @@ def compute_multistep_advantages_for_batch(
         traj_id: Trajectory id of each row (for verl V1 batches: :func:`traj_ids_from_batch_keys`).
         traj_num_steps: Steps of each row's trajectory; ``None`` counts the trajectory's rows in the batch.
         config: The ``asyncweb.algo`` config (estimator, step_norm, k, ...); ``None`` uses the defaults.
+        shared_state: Per row, the branch point its step was taken from (``step_credit=branch``; the agent loop's
+            ``branch_point`` field), ``None`` or ``""`` elsewhere.
 
     Returns:
         Per-token advantages and returns of shape (batch, response_len), the rows filtered by dynamic
@@ -237,12 +277,17 @@ def compute_multistep_advantages_for_batch(
     if config.dynamic_sampling and len(table.traj_ids):
         filtered = constant_group_mask(table.rewards, table.groups)
         adv = torch.where(filtered, torch.zeros_like(adv), adv)
-    if config.negate_advantage:
-        adv = -adv
-
     row_to_traj = table.row_to_traj.to(token_level_rewards.device)
     padded_adv = torch.cat([adv, adv.new_zeros(1)]).to(token_level_rewards.device)
     row_adv = padded_adv[row_to_traj]  # index -1 (padding row) reads the appended 0
+    metrics = _metrics(table, adv, filtered, config)
+    if config.step_credit == "branch" and shared_state is not None:
+        term, credit_metrics = branch_step_credit(table, shared_state, row_valid.cpu(), config)
+        kept = ~torch.cat([filtered, filtered.new_zeros(1)])[table.row_to_traj]
+        row_adv = row_adv + (term * kept).to(row_adv.device)
+        metrics.update(credit_metrics)
+    if config.negate_advantage:
+        row_adv = -row_adv
     dtype = token_level_rewards.dtype if token_level_rewards.is_floating_point() else torch.float32
     advantages = row_adv.to(dtype).unsqueeze(-1) * response_mask.to(dtype)
     filtered_rows = torch.cat([filtered, filtered.new_zeros(1)]).to(row_to_traj.device)[row_to_traj]
@@ -250,5 +295,5 @@ def compute_multistep_advantages_for_batch(
         advantages=advantages,
         returns=advantages.clone(),
         filtered_rows=filtered_rows,
-        metrics=_metrics(table, adv, filtered, config),
+        metrics=metrics,
     )

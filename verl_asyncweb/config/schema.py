@@ -103,6 +103,11 @@ class AsyncWebConfig(BaseConfig):
             raise ValueError(
                 f"asyncweb.tiny_model_size must be one of {list(MODEL_SIZES)}, got {self.tiny_model_size!r}"
             )
+        if self.algo.step_credit == "branch" and not self.agent.branch_step:
+            raise ValueError(
+                "asyncweb.algo.step_credit=branch compares actions taken from branch points: set "
+                "asyncweb.agent.branch_step (> 0) to play a group's members from its first member's state"
+            )
         if self.agent.shows_elements:
             # The prompt shows the element list, so the pool collects it: one switch, not two that must agree.
             object.__setattr__(self, "env", replace(self.env, accessibility_text=True))

@@ -150,8 +150,12 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
     # ------------------------------------------------------------------ advantages
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs"]
+        fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "extra_fields"]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        extras = data.pop("extra_fields")
+        shared_state = [
+            extra.get("branch_point") for extra in (extras.tolist() if hasattr(extras, "tolist") else extras)
+        ]
         response_mask = data["response_mask"]
         data = DataProto(batch=data.to_padded_tensor())
         uid = data.batch.pop("uid").tolist()
@@ -169,6 +173,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
             uid=uid,
             traj_id=traj_ids,
             config=self.asyncweb.algo,
+            shared_state=shared_state,
         )
         metrics.update(result.metrics)
         output = {"advantages": result.advantages, "returns": result.returns}
