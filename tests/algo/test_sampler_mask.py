@@ -7,7 +7,7 @@ import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from verl_asyncweb.agent.loop import drop_dangling_vision_start, vision_start_token_id
-from verl_asyncweb.algo.sampler_mask import TRAINER_MASKED_LOGIT, banned_token_ids, install_trainer_mask
+from verl_asyncweb.algo.sampler_mask import TRAINER_MASKED_LOGIT, banned_token_ids, install_trainer_mask, mask_logits
 
 TEMPERATURE = 0.7
 
@@ -52,9 +52,15 @@ def test_the_masked_trainer_model_is_the_renormalised_sampler_distribution_and_t
         head_grad = model.get_output_embeddings().weight.grad
         assert head_grad[banned].abs().max() == 0, "no gradient moves mass onto a token the sampler cannot pick"
         assert head_grad[kept].abs().max() > 0
+        in_place = head_grad.clone()
     finally:
         handle.remove()
         model.zero_grad()
+    # The hook masks in place (no copy of the logits): the gradients are those of masking a copy.
+    reference = torch.log_softmax(mask_logits(model(input_ids=input_ids).logits, banned) / TEMPERATURE, dim=-1)
+    reference.gather(-1, input_ids.roll(-1, dims=1).unsqueeze(-1)).sum().backward()
+    torch.testing.assert_close(model.get_output_embeddings().weight.grad, in_place, atol=1e-6, rtol=1e-5)
+    model.zero_grad()
 
 
 def test_a_response_cut_after_vision_start_drops_it_so_verls_rope_index_reads_inside_the_sample(tiny):
