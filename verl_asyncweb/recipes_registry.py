@@ -134,19 +134,19 @@ def compose_recipe(
         with initialize_config_dir(config_dir=config_dir, version_base=None):
             return compose(config_name=name, overrides=[f"hydra.searchpath=[{','.join(searchpath)}]", *overrides])
 
+    base = functools.cache(lambda: compose_with([]))  # the recipe without the overrides, for hints and checks
     try:
         cfg = compose_with(overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         unknown = _unknown_key(exc)
         if unknown is not None:
             raise RecipeError(
-                f"{unknown} is not a key of recipe {name!r}{did_you_mean(compose_with([]), unknown)} (a key that verl "
+                f"{unknown} is not a key of recipe {name!r}{did_you_mean(base(), unknown)} (a key that verl "
                 f"or the plugin reads but the recipe lacks is added with +{unknown}=VALUE)"
             ) from exc
         raise RecipeError(
             f"recipe {name!r} with overrides {list(overrides)} does not compose: {_first_lines(exc)}"
         ) from exc
-    base = functools.cache(lambda: compose_with([]))
     try:
         check_overrides(cfg, list(overrides), base)
     except ValueError as exc:

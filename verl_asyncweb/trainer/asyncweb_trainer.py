@@ -47,7 +47,7 @@ from verl_asyncweb.algo.trajectories import (
     traj_ids_from_batch_keys,
 )
 from verl_asyncweb.compare import metric_names as names
-from verl_asyncweb.trainer.pixels import PixelStats, pixel_dtype
+from verl_asyncweb.trainer.pixels import PixelStats, as_list, pixel_dtype
 from verl_asyncweb.trainer.pixels_ahead import PixelRebuild, rows_sampled_next
 
 logger = logging.getLogger(__name__)
@@ -153,9 +153,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         fields = ["uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "extra_fields"]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         extras = data.pop("extra_fields")
-        shared_state = [
-            extra.get("branch_point") for extra in (extras.tolist() if hasattr(extras, "tolist") else extras)
-        ]
+        shared_state = [extra.get("branch_point") for extra in as_list(extras)]
         response_mask = data["response_mask"]
         data = DataProto(batch=data.to_padded_tensor())
         uid = data.batch.pop("uid").tolist()

@@ -72,7 +72,8 @@ def rollout_image_payload_bytes(extra: dict, multi_modal_inputs: dict) -> int:
     return len(ray.cloudpickle.dumps((image_fields, multi_modal_inputs)))
 
 
-def _as_list(value) -> list:
+def as_list(value) -> list:
+    """A TransferQueue field's values as a list (a ``NonTensorStack`` or a tensor)."""
     return value.tolist() if hasattr(value, "tolist") else list(value)
 
 
@@ -138,8 +139,8 @@ def build_pixel_chunk(
     data = tq.kv_batch_get(
         keys=keys, partition_id=partition_id, select_fields=["extra_fields", "response_mask", "multi_modal_inputs"]
     )
-    extras = _as_list(data["extra_fields"])
-    arrived = _as_list(data["multi_modal_inputs"])
+    extras = as_list(data["extra_fields"])
+    arrived = as_list(data["multi_modal_inputs"])
     payloads = map(rollout_image_payload_bytes, extras, arrived)
     rows = [PixelStats(rollout_image_payload_bytes=payload) for payload in payloads]
     wanted = sorted({key for extra in extras for key in (extra.get(SCREENSHOT_KEYS_FIELD) or [])})
