@@ -120,25 +120,29 @@ def parse_argv(argv: list[str]) -> Invocation:
     return invocation
 
 
-def load_config(argv: list[str], allow_missing: bool = False):
+def load_config(argv: list[str], allow_missing: bool = False, check_tasks: bool = False):
     """Compose and validate; returns (config, typed asyncweb config). Raises SetupError or RecipeError.
 
     With ``allow_missing`` (``--cfg job``) a recipe whose ``asyncweb`` values are still ``???`` composes with
-    them visible and the typed config is ``None``; derived keys are filled in either way.
+    them visible and the typed config is ``None``; derived keys are filled in either way. With ``check_tasks``
+    (a run on this machine) the task sources are loaded too, before verl's import.
     """
     invocation = parse_argv(argv)
-    check_recipe_name(invocation.recipe, invocation.recipe_dirs)  # before verl's import: a typo answers at once
-    # verl first: importing verl loads this plugin; starting from one of our modules that imports verl would make
-    # that plugin import circular (and verl swallows the ImportError).
-    import verl  # noqa: F401, I001
-    from verl_asyncweb.algo.verl_keys import check_verl_config
-    from verl_asyncweb.config.schema import AsyncWebConfig
-
+    # Checks that need no verl come before its import (~5 s): a misspelt recipe, key or task source answers at once.
+    # compose_recipe reads verl's YAML as files and imports verl only to type-check an override of its config.
     cfg = compose_recipe(invocation.recipe, invocation.overrides, invocation.recipe_dirs)
     recipe = cfg.asyncweb.recipe
     missing = sorted(OmegaConf.missing_keys(cfg.asyncweb))
     if missing and not allow_missing:
         raise SetupError(f"recipe {recipe!r} needs values for {missing}: pass them as key=value overrides")
+    if check_tasks and _plain_ints(cfg.asyncweb.tasks, TASK_INT_KEYS):
+        task_sets(cfg.asyncweb.tasks)  # ill-typed values are named by the typed config below
+    # verl before our modules that import it: importing verl loads this plugin; starting from one of our modules
+    # that imports verl would make that plugin import circular (and verl swallows the ImportError).
+    import verl  # noqa: F401, I001
+    from verl_asyncweb.algo.verl_keys import check_verl_config
+    from verl_asyncweb.config.schema import AsyncWebConfig
+
     asyncweb = None
     if not missing:
         try:
@@ -156,6 +160,13 @@ def load_config(argv: list[str], allow_missing: bool = False):
     if resolve_screenshot_budget(cfg) and asyncweb is not None:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     return cfg, asyncweb
+
+
+TASK_INT_KEYS = ("seed", "max_train_tasks", "miniwob_instances")
+
+
+def _plain_ints(node: DictConfig, keys: tuple[str, ...]) -> bool:
+    return all(isinstance(node[key], int) and not isinstance(node[key], bool) for key in keys)
 
 
 def resolve_screenshot_budget(cfg: DictConfig) -> bool:
@@ -354,6 +365,16 @@ def select_platform(asyncweb) -> None:
     activate_cpu_backend()
 
 
+def task_sets(tasks) -> tuple[list, list]:
+    """(training, validation) tasks of ``asyncweb.tasks``; raises SetupError on a source that gives none."""
+    from verl_asyncweb.task_dataset import run_task_sets
+
+    try:
+        return run_task_sets(tasks)
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"asyncweb.tasks: {exc}") from exc
+
+
 def check_registrations(cpu: bool) -> None:
     from verl_asyncweb.doctor import format_report, registration_checks
 
@@ -364,24 +385,14 @@ def check_registrations(cpu: bool) -> None:
 
 def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
     """Build the tiny model if asked and write the task data; fill in their paths in ``cfg``."""
-    from verl_asyncweb.task_dataset import load_task_sources, write_task_dataset
+    from verl_asyncweb.task_dataset import write_task_dataset
 
     OmegaConf.set_struct(cfg, False)
     if asyncweb.build_tiny_model:
         from verl_asyncweb.backends.tiny_model import build_tiny_model
 
         cfg.actor_rollout_ref.model.path = str(build_tiny_model(size=asyncweb.tiny_model_size))
-    tasks = asyncweb.tasks
-    try:
-        train = load_task_sources(
-            tasks.train, seed=tasks.seed, max_tasks=tasks.max_train_tasks, miniwob_instances=tasks.miniwob_instances
-        )
-        val = load_task_sources(tasks.val, seed=tasks.seed) if tasks.val else train[: max(1, len(train) // 4)]
-        if not train or not val:
-            empty = "train" if not train else "val"
-            raise ValueError(f"{empty}={list(getattr(tasks, empty))} holds no tasks (an empty task file?)")
-    except (OSError, ValueError) as exc:
-        raise SetupError(f"asyncweb.tasks: {exc}") from exc
+    train, val = task_sets(asyncweb.tasks)
     cfg.data.train_files = str(write_task_dataset(train, run.data_dir / "train.parquet"))
     cfg.data.val_files = str(write_task_dataset(val, run.data_dir / "val.parquet", split="val"))
     cfg.trainer.default_local_dir = str(run.root)
@@ -488,7 +499,7 @@ def run_trainer_loop(cfg: DictConfig, console: ConsoleLogging, in_driver: bool) 
 def run(argv: list[str], console: ConsoleLogging) -> dict:
     """Run one job; returns the summary written to the run folder."""
     started_at = time.time()
-    cfg, asyncweb = load_config(argv)
+    cfg, asyncweb = load_config(argv, check_tasks=True)
     check_model_path(cfg, asyncweb)
     select_platform(asyncweb)
     cpu = asyncweb.platform == "cpu"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import itertools
 import os
 import re
@@ -15,14 +16,27 @@ from omegaconf import DictConfig, OmegaConf
 from verl_asyncweb.config.overrides import check_overrides, did_you_mean
 
 DEFAULT_RECIPE = "cpu_smoke"
-# verl's packaged trainer config and our `asyncweb` defaults, so that recipes (and their shared bases) can
-# name `ppo_trainer` and `asyncweb: default` in their defaults lists; user recipe folders are appended.
-SEARCH_PATH = ("pkg://verl.trainer.config", "pkg://verl_asyncweb.config")
+# Our `asyncweb` defaults, after verl's trainer config (verl_config_dir), so that recipes (and their shared bases)
+# can name `ppo_trainer` and `asyncweb: default` in their defaults lists; recipe folders are appended.
+PLUGIN_CONFIG_PATH = "pkg://verl_asyncweb.config"
 RECIPE_PATH_ENV = "VERL_ASYNCWEB_RECIPE_PATH"
+# Shipped recipes renamed since a release used the old name: the old name is answered with the new one.
+RENAMED_RECIPES = {
+    f"miniwob_{arm}": f"demo_{arm}" for arm in ("async_grpo_const", "async_grpo_traj", "raftpp", "sync_reinforce")
+}
 
 
 class RecipeError(ValueError):
     """A recipe name, override or recipe file that cannot be composed; the message says how to fix it."""
+
+
+def verl_config_dir() -> Path:
+    """verl's packaged trainer config folder, found without importing verl (a ``pkg://`` search path would import
+    it, ~5 s, before the first recipe error could be shown)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise RecipeError("verl is not installed: pip install verl (see docs/install.md)")
+    return Path(spec.submodule_search_locations[0]) / "trainer" / "config"
 
 
 def recipes_dir() -> Path:
@@ -102,6 +116,11 @@ def check_recipe_name(name: str, extra_dirs: Sequence[str | Path] = ()) -> tuple
     name, user_dirs = resolve_recipe(name, extra_dirs)
     files = recipe_files(user_dirs)
     names = recipe_names(files)
+    if name not in names and name in RENAMED_RECIPES:
+        raise RecipeError(
+            f"recipe {name!r} is now {RENAMED_RECIPES[name]!r}: a pipeline demo on the random tiny model, renamed so "
+            "that its name does not promise learning (see docs/recipes.md)"
+        )
     if name not in names:
         raise RecipeError(
             f"recipe must be one of {names}, got {name!r}; add {name}.yaml to a recipe folder "
@@ -127,7 +146,7 @@ def compose_recipe(
     # Hydra finds the primary config only in the config dir: the recipe's own folder; every recipe folder is on the
     # search path for the shared bases and recipes named in defaults lists.
     folders = [recipes_dir(), *user_dirs]
-    searchpath = [*SEARCH_PATH, *(f"file://{folder}" for folder in folders)]
+    searchpath = [f"file://{verl_config_dir()}", PLUGIN_CONFIG_PATH, *(f"file://{folder}" for folder in folders)]
     config_dir = str(files[name].parent.resolve())
 
     def compose_with(overrides) -> DictConfig:

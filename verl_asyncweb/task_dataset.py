@@ -51,6 +51,19 @@ def load_task_sources(specs: list[str], seed: int = 0, max_tasks: int = 0, miniw
     return tasks
 
 
+def run_task_sets(tasks: Any) -> tuple[list[Task], list[Task]]:
+    """(training, validation) tasks of an ``asyncweb.tasks`` node or :class:`TaskSetConfig`; validation defaults
+    to the first quarter of the training tasks. Raises ``ValueError`` naming the source that gives none."""
+    train = load_task_sources(
+        list(tasks.train), seed=tasks.seed, max_tasks=tasks.max_train_tasks, miniwob_instances=tasks.miniwob_instances
+    )
+    val = load_task_sources(list(tasks.val), seed=tasks.seed) if tasks.val else train[: max(1, len(train) // 4)]
+    if not train or not val:
+        empty = "train" if not train else "val"
+        raise ValueError(f"{empty}={list(getattr(tasks, empty))} holds no tasks (an empty task file?)")
+    return train, val
+
+
 def task_to_json(task: Task) -> str:
     return json.dumps(dataclasses.asdict(task), sort_keys=True)
 

@@ -50,9 +50,10 @@ def test_miniwob_seed_is_reproducible_and_distinct_per_episode():
     assert len({t.seed for t in a}) == 3 and [t.seed for t in a] != [t.seed for t in c]
 
 
-def test_miniwob_unknown_name_lists_valid_names():
-    with pytest.raises(ValueError, match="unknown MiniWoB.*click-test"):
-        load_tasks("miniwob", names=["no-such-task"])
+def test_miniwob_unknown_name_gets_the_nearest_names_and_the_count():
+    with pytest.raises(ValueError, match=r"unknown MiniWoB\+\+ task\(s\) \['click-tset'\]; click-tset: did you mean "
+                       r"click-test.*\(\d{3} tasks: python -c"):
+        load_tasks("miniwob", names=["click-tset"])
 
 
 def test_webgym_jsonl_loads_fields_and_step_budgets(tmp_path):

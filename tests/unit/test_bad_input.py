@@ -53,16 +53,29 @@ def test_an_empty_task_file_is_refused_naming_it(tmp_path):
     assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr
 
 
-def test_an_unknown_recipe_is_answered_before_verl_is_imported():
-    """verl's import costs ~10 s of CPU: a misspelt recipe name must not wait for it."""
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("recipe=nope", "recipe must be one of"),
+        ("recipe=miniwob_raftpp", "recipe 'miniwob_raftpp' is now 'demo_raftpp'"),
+        ("asyncweb.agnt.max_steps=3", "did you mean asyncweb.agent.max_steps?"),
+        ("+foo.bar=1", "adds a section 'foo'"),
+        ("+trainer.vall_only=1", "did you mean trainer.val_only?"),
+        ("asyncweb.tasks.train=[miniwob:click-tset]", "click-tset: did you mean click-test"),
+        ("asyncweb.tasks.train=[{empty}]", "holds no tasks (an empty task file?)"),
+    ],
+)
+def test_checks_that_need_no_verl_answer_before_it_is_imported(override, message, tmp_path):
+    """verl's import costs ~5 s of CPU (~10 s on a loaded machine): a typo must not wait for it."""
+    empty = tmp_path / "tasks.jsonl"
+    empty.write_text("")
     probe = (
         "import sys\n"
         "from verl_asyncweb.main import load_config\n"
-        "from verl_asyncweb.recipes_registry import RecipeError\n"
         "try:\n"
-        "    load_config(['recipe=nope'])\n"
-        "except RecipeError as exc:\n"
-        "    print('verl' in sys.modules, 'recipe must be one of' in str(exc))\n"
+        f"    load_config([{override.format(empty=empty)!r}], check_tasks=True)\n"
+        "except (ValueError, RuntimeError) as exc:\n"
+        f"    print('verl' in sys.modules, {message!r} in str(exc))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"], done.stdout + done.stderr[-2000:]

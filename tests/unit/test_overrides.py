@@ -24,6 +24,12 @@ from verl_asyncweb.recipes_registry import RecipeError
             "(actor_rollout_ref.actor.optim), so nothing reads it; did you mean actor_rollout_ref.actor.optim.lr?",
         ),
         ("+foo.bar=1", "+foo.bar adds a section 'foo' that neither verl nor the plugin reads"),
+        ("+data.foo.bar=1", "+data.foo.bar adds 'foo' under data, which neither verl nor the plugin reads"),
+        (
+            "+trainer.vall_only=true",
+            "+trainer.vall_only adds 'vall_only' under trainer, which neither verl nor the plugin reads; "
+            "did you mean trainer.val_only?",
+        ),
         (
             "asyncweb.agnt.max_steps=3",
             "asyncweb.agnt.max_steps is not a key of recipe 'cpu_smoke'; did you mean asyncweb.agent.max_steps? "
@@ -47,7 +53,9 @@ def test_a_mistyped_override_gets_one_line_naming_the_key(override, message):
         "actor_rollout_ref.actor.optim.lr=1e-5",
         "actor_rollout_ref.actor.optim.lr=1",  # an int where verl types a float
         "trainer.project_name=my_project",
-        "+data.mm_processor_kwargs.max_pixels=1000",  # a key verl reads with .get, absent from its YAML
+        "+data.mm_processor_kwargs.max_pixels=1000",  # into a map the recipe leaves empty
+        "+ray_kwargs.ray_init.runtime_env.env_vars.X=1",  # runtime_env: read with .get by verl
+        "+actor_rollout_ref.model.override_config.hidden_act=gelu",  # a dataclass field typed as a dict
     ],
 )
 def test_well_formed_overrides_pass(override):

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -190,6 +191,12 @@ def test_unknown_recipe_lists_valid_names():
         load_config(["recipe=nope"])
 
 
+def test_a_renamed_recipe_is_answered_with_its_new_name():
+    with pytest.raises(RecipeError, match="recipe 'miniwob_raftpp' is now 'demo_raftpp'"):
+        load_config(["recipe=miniwob_raftpp"])
+    assert "demo_raftpp" in available_recipes() and "miniwob_raftpp" not in available_recipes()
+
+
 def test_unknown_key_is_named():
     with pytest.raises(RecipeError, match="trainer.no_such_key is not a key of recipe 'cpu_smoke'"):
         load_config(["trainer.no_such_key=1"])
@@ -237,6 +244,9 @@ def test_a_screenshot_budget_below_the_recipes_peak_stops_at_start_up():
 def test_a_recipe_without_its_model_path_names_the_key(recipe, tmp_path, capsys):
     # Before: the recipes' `path: ???` merged onto verl's default; runs went on with ~/models/deepseek-llm-7b-chat.
     values = [v for v in required_values(recipe) if not v.startswith("actor_rollout_ref.model.path")]
+    # A task file that exists: task sources are checked first.
+    example = Path(__file__).resolve().parents[2] / "examples" / "webgym_tasks_example.jsonl"
+    values = [f"asyncweb.tasks.train=[{example}]" if v.startswith("asyncweb.tasks.train") else v for v in values]
     assert main([f"recipe={recipe}", *values, f"trainer.default_local_dir={tmp_path}/run"]) == 2
     assert "needs actor_rollout_ref.model.path=PATH" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
@@ -319,10 +329,10 @@ def test_more_agent_workers_than_prompt_groups_in_flight_is_refused():
 # (rollout mode, estimator, step normalizer, k, policy loss, dynamic sampling).
 RECIPE_TABLE = {
     "cpu_smoke": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
-    "miniwob_async_grpo_const": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
-    "miniwob_async_grpo_traj": ("async", "multistep_grpo", "traj", 10, "decoupled_ppo", False),
-    "miniwob_sync_reinforce": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
-    "miniwob_raftpp": ("async", "raftpp", "const", 10, "decoupled_ppo", False),
+    "demo_async_grpo_const": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "demo_async_grpo_traj": ("async", "multistep_grpo", "traj", 10, "decoupled_ppo", False),
+    "demo_sync_reinforce": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
+    "demo_raftpp": ("async", "raftpp", "const", 10, "decoupled_ppo", False),
     "laptop_learning": ("async", "multistep_grpo", "const", 1, "decoupled_ppo", True),
     "webgym_qwen3vl8b_async": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", True),
     "webgym_qwen3vl8b_sync": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
@@ -377,11 +387,11 @@ def test_every_learning_bench_arm_composes_with_laptop_learning(arm):
 
 
 def test_the_sync_reinforce_arm_runs_the_baseline_its_recipe_names():
-    """``bench learning --arms sync_reinforce`` trains what recipe ``miniwob_sync_reinforce`` does."""
+    """``bench learning --arms sync_reinforce`` trains what recipe ``demo_sync_reinforce`` does."""
     _, arm = load_config(
         ["recipe=laptop_learning", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS["sync_reinforce"]]
     )
-    _, recipe = load_config(["recipe=miniwob_sync_reinforce"])
+    _, recipe = load_config(["recipe=demo_sync_reinforce"])
     for asyncweb in (arm, recipe):
         assert (asyncweb.rollout_mode, asyncweb.algo.estimator, asyncweb.algo.step_norm) == (
             "sync",

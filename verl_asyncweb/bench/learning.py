@@ -37,7 +37,7 @@ ARMS = {
     "control": ["asyncweb.algo.negate_advantage=true"],
     "traj": ["asyncweb.algo.step_norm=traj"],
     "vanilla": ["asyncweb.algo.loss_mode=vanilla", "algorithm.rollout_correction.bypass_mode=true"],
-    # WebGym's synchronous baseline, as recipe miniwob_sync_reinforce: sync rollout, REINFORCE on the raw reward.
+    # WebGym's synchronous baseline, as recipe demo_sync_reinforce: sync rollout, REINFORCE on the raw reward.
     "sync_reinforce": [
         "asyncweb.rollout_mode=sync",
         "asyncweb.algo.estimator=multistep_reinforce",

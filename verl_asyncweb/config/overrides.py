@@ -5,16 +5,25 @@ value of the wrong type (``actor_rollout_ref.actor.optim.lr=abc``) or an added k
 (``+actor_rollout_ref.actor.optim.lrr=1e-3``) used to surface tens of seconds later as a worker traceback that
 never named the key. Here they are refused at composition, naming the key, the type verl expects and the nearest
 valid key; a mistyped key gets "did you mean".
+
+Nodes no dataclass types (``trainer``, ``data``, ...) are plain dicts that verl reads with ``config.get("name")``:
+a key added there (``+trainer.val_only=true``) is accepted when verl's or the plugin's source reads that name
+optionally, or when it goes into a node the recipe leaves empty (maps forwarded as keyword arguments, such as
+``actor_rollout_ref.model.override_config``); any other is refused, as nothing would read it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib
+import importlib.util
+import re
 import types
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -67,8 +76,11 @@ def check_overrides(cfg: DictConfig, overrides: list[str], base: Callable[[], Di
                 f"+{key} adds a section {section!r} that neither verl nor the plugin reads{did_you_mean(base(), key)}"
             )
         owner = _dataclass_of(OmegaConf.select(cfg, parent, default=None) if parent else None)
+        if owner is None and prefix == "+":
+            _check_added_key(base(), key)
+            continue
         if owner is None:
-            if isinstance(value, str) and prefix != "+":
+            if isinstance(value, str):
                 _check_like_the_recipe(base(), key, value)
             continue
         fields = {field.name for field in dataclasses.fields(owner)}
@@ -81,6 +93,54 @@ def check_overrides(cfg: DictConfig, overrides: list[str], base: Callable[[], Di
             raise ValueError(
                 f"{key}={value!r} ({type(value).__name__}): verl's {owner.__name__}.{name} is {_type_name(expected)}"
             )
+
+
+def _check_added_key(base: DictConfig, key: str) -> None:
+    """``+key`` under an untyped node: refused unless its first new name is read optionally by verl or the plugin
+    or goes into a node the recipe leaves empty."""
+    parts = key.split(".")
+    for depth in range(1, len(parts)):
+        parent, name = ".".join(parts[:depth]), parts[depth]
+        node = OmegaConf.select(base, parent, default=None)
+        if not isinstance(node, DictConfig):
+            return  # under a value the recipe does not hold as a node: Hydra says so itself
+        if name in node:
+            continue
+        if len(node) == 0 or name in optionally_read_names() or _is_free_map(base, parent):
+            return
+        raise ValueError(
+            f"+{key} adds {name!r} under {parent}, which neither verl nor the plugin reads"
+            f"{did_you_mean(base, f'{parent}.{name}')}"
+        )
+
+
+def _is_free_map(base: DictConfig, key: str) -> bool:
+    """Whether ``key`` is a dataclass field typed as a dict (a map verl forwards, such as ``override_config``)."""
+    parent, _, name = key.rpartition(".")
+    owner = _dataclass_of(OmegaConf.select(base, parent, default=None) if parent else None)
+    if owner is None:
+        return False
+    expected = _field_type(owner, name)
+    arms = typing.get_args(expected) if typing.get_origin(expected) in (typing.Union, types.UnionType) else [expected]
+    return any(arm is dict or typing.get_origin(arm) is dict for arm in arms)
+
+
+_OPTIONAL_READ = re.compile(
+    r"""(?:\.get\(\s*|getattr\([^,()]+,\s*)["']([A-Za-z_]\w*)["']|["']([A-Za-z_]\w*)["']\s+(?:not\s+)?in\s"""
+)
+
+
+@functools.cache
+def optionally_read_names() -> frozenset[str]:
+    """Names verl's and the plugin's source read from a config that may lack them (``.get("name")``,
+    ``getattr(x, "name", ...)``, ``"name" in x``): the keys a user may add to an untyped node."""
+    names: set[str] = set()
+    for package in ("verl", "verl_asyncweb"):
+        root = Path(importlib.util.find_spec(package).origin).parent
+        for source in root.rglob("*.py"):
+            for match in _OPTIONAL_READ.finditer(source.read_text(errors="ignore")):
+                names.add(match.group(1) or match.group(2))
+    return frozenset(names)
 
 
 def _check_like_the_recipe(base: DictConfig, key: str, value: str) -> None:

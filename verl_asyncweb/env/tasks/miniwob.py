@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 from pathlib import Path
@@ -94,7 +95,12 @@ def load_miniwob_tasks(
         names = known
     unknown = sorted(set(names) - set(known))
     if unknown:
-        raise ValueError(f"unknown MiniWoB++ task(s) {unknown}; valid names are {known}")
+        close = {name: difflib.get_close_matches(name, known, n=3) for name in unknown}
+        hints = "; ".join(f"{name}: did you mean {', '.join(match)}?" for name, match in close.items() if match)
+        raise ValueError(
+            f"unknown MiniWoB++ task(s) {unknown}{'; ' + hints if hints else ''} ({len(known)} tasks: "
+            "python -c 'from verl_asyncweb.env.tasks.miniwob import registered_miniwob_tasks as t; print(t())')"
+        )
     if episodes_per_task <= 0:
         raise ValueError(f"episodes_per_task must be > 0, got {episodes_per_task}")
     tasks = []
