@@ -5,32 +5,62 @@
 # glibc's, and its fonts), as one tar.xz split into parts of at most SPLIT_MB MiB. scripts/offline/install.sh
 # unpacks it there.
 #
-# Usage: bash scripts/offline/bundle.sh OUT_DIR [PYTHON_VERSION (3.12)] [SPLIT_MB (48)]
+# --with-vllm adds the vLLM layer: vllm 0.24.0 and what it and verl[vllm] 0.9.1 need beyond the image
+# (scripts/offline/image_packages.txt, an assumption) and the bundle (scripts/offline/vllm_wheels.txt, locked by
+# scripts/offline/vllm_lock.py), installed for that Python as a second tar.xz in parts vllm.tar.xz.part-NN.
+# --vllm-only builds that layer alone into OUT_DIR (beside a bundle built earlier, or to carry later). Either way
+# OUT_DIR/SHA256SUMS lists every part in OUT_DIR.
+#
+# Usage: bash scripts/offline/bundle.sh [--with-vllm | --vllm-only] OUT_DIR [PYTHON_VERSION (3.12)] [SPLIT_MB (48)]
 set -euo pipefail
-out=${1:?usage: bundle.sh OUT_DIR [PYTHON_VERSION] [SPLIT_MB]}
+base=yes vllm=no
+case "${1:-}" in
+  --with-vllm) vllm=yes; shift ;;
+  --vllm-only) vllm=yes base=no; shift ;;
+esac
+out=${1:?usage: bundle.sh [--with-vllm | --vllm-only] OUT_DIR [PYTHON_VERSION] [SPLIT_MB]}
 python_version=${2:-3.12}
 split_mb=${3:-48}
 here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 stage="$(mktemp -d)"
-trap 'rm -rf "$stage"' EXIT
-platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_26_x86_64
-  --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
-  --platform manylinux1_x86_64)
+# KEEP_STAGE=1 keeps the downloaded wheels and the unpacked trees (for a check of the wheel set).
+if [ -n "${KEEP_STAGE:-}" ]; then echo "stage: $stage"; else trap 'rm -rf "$stage"' EXIT; fi
+# manylinux_2_39 down to 2_17: the target's glibc is 2.39 (Ubuntu 24.04); pip matches each tag exactly.
+platforms=()
+for glibc in $(seq 39 -1 17); do platforms+=(--platform "manylinux_2_${glibc}_x86_64"); done
+platforms+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 target=(--python-version "$python_version" --implementation cp "${platforms[@]}")
 
+# download_wheels LIST DIR: every pin of LIST (wheels.txt's format) as a wheel for the target into DIR.
+download_wheels() {
+  grep -v '^#' "$1" | while read -r requirement marker; do
+    [ -n "$requirement" ] || continue
+    if [[ "$marker" == "# sdist"* ]]; then
+      # Pure Python without a wheel on PyPI (antlr4-python3-runtime 4.9.3, pylatexenc): built into one here.
+      python3 -m pip wheel -q --no-deps -w "$2" "$requirement"
+    else
+      python3 -m pip download -q --no-deps --only-binary=:all: "${target[@]}" -d "$2" "$requirement"
+    fi
+  done
+}
+
+# pack NAME DIR...: the folders DIR under the stage as OUT/NAME.tar.xz.part-NN.
+pack() {
+  local name=$1
+  shift
+  echo "packing $name (xz) ..."
+  rm -f "$out/$name".tar.xz.part-*
+  tar -C "$stage" -cf - "$@" | xz -T0 -6 | split -b "${split_mb}m" -d -a 2 - "$out/$name.tar.xz.part-"
+  du -sh "${@/#/$stage/}" | sed 's/^/unpacked: /'
+  ls -l "$out/$name".tar.xz.part-* | awk '{printf "part %s: %.1f MiB\n", $NF, $5 / 1048576}'
+}
+
+if [ "$base" = yes ]; then  # the bundle (not indented, to keep its history readable)
 echo "wheels for Python $python_version ..."
 mkdir -p "$stage/wheels"
-grep -v '^#' "$here/wheels.txt" | while read -r requirement marker; do
-  [ -n "$requirement" ] || continue
-  if [[ "$marker" == "# sdist"* ]]; then
-    # Pure Python without a wheel on PyPI (antlr4-python3-runtime 4.9.3): built into one here.
-    python3 -m pip wheel -q --no-deps -w "$stage/wheels" "$requirement"
-  else
-    python3 -m pip download -q --no-deps --only-binary=:all: "${target[@]}" -d "$stage/wheels" "$requirement"
-  fi
-done
+download_wheels "$here/wheels.txt" "$stage/wheels"
 python3 -m pip install -q --no-deps --no-compile --only-binary=:all: "${target[@]}" --target "$stage/site" \
   "$stage"/wheels/*.whl
 # Ray's Java worker jars (34 MB) and the dashboard's source maps serve nothing a Python job starts.
@@ -100,9 +130,18 @@ missing=$(LD_LIBRARY_PATH="$stage/chromium/lib/deps" ldd "$stage/chromium/lib/ch
   | grep -v -E "$target_libs" || true)
 [ -z "$missing" ] || { echo "libraries left out of the bundle: $missing" >&2; exit 1; }
 
-echo "packing (xz) ..."
-rm -f "$out"/bundle.tar.xz.part-* "$out/SHA256SUMS"
-tar -C "$stage" -cf - site chromium | xz -T0 -6 | split -b "${split_mb}m" -d -a 2 - "$out/bundle.tar.xz.part-"
-(cd "$out" && sha256sum bundle.tar.xz.part-* > SHA256SUMS)
-du -sh "$stage/site" "$stage/chromium" | sed 's/^/unpacked: /'
-ls -l "$out"/bundle.tar.xz.part-* | awk '{printf "part %s: %.1f MiB\n", $NF, $5 / 1048576}'
+pack bundle site chromium
+fi
+
+if [ "$vllm" = yes ]; then
+  echo "vLLM layer: wheels for Python $python_version ..."
+  mkdir -p "$stage/vllm-wheels"
+  download_wheels "$here/vllm_wheels.txt" "$stage/vllm-wheels"
+  du -sh "$stage/vllm-wheels" | sed 's/^/wheels: /'
+  # --ignore-requires-python: pip 23 checks it against its own Python even with --python-version (av: >=3.12);
+  # the download above chose for the target, and tests/unit/test_offline_vllm_layer.py checks the lock.
+  python3 -m pip install -q --no-deps --no-compile --ignore-requires-python --only-binary=:all: "${target[@]}" \
+    --target "$stage/vllm" "$stage"/vllm-wheels/*.whl
+  pack vllm vllm
+fi
+(cd "$out" && sha256sum -- *.tar.xz.part-* > SHA256SUMS)
