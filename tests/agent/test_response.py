@@ -43,6 +43,19 @@ def test_parse_response_braces_and_headers_inside_json_strings():
     assert isinstance(parsed.action.action, Answer)
 
 
+def test_parse_response_an_odd_number_of_escaped_quotes_keeps_the_string_open():
+    # One escaped quote: a scanner that ends the string at it reads ' {' as a nested object and never balances,
+    # and the whole line, with the words after the object, is not JSON.
+    text = (
+        'Memory: {"screen": "27\\" monitor {", "next": "}"} (kept from step 2)\n'
+        "Progress: {}\nIntention: x\nAction: y\n"
+        '<tool_call>{"name": "answer", "arguments": {"text": "done"}}</tool_call>'
+    )
+    parsed = parse_response(text)
+    assert parsed.memory_error is None
+    assert parsed.memory == {"screen": '27" monitor {', "next": "}"}
+
+
 def test_parse_response_multiline_json_markdown_headers_and_fence():
     text = (
         '<think>Memory: {"ignored": 1}</think>\n**Memory:**\n```json\n{\n  "a": 1,\n  "b": [1, 2]\n}\n```\n'

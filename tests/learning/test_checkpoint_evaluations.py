@@ -65,8 +65,14 @@ def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):
         "curve": [(60.0, 0.2), (120.0, None), (180.0, 0.5)],
         "held_out_curve": [(0.0, 0, 0.35), (120.0, 10, 0.45), (180.0, 20, 0.6)],
     }
-    plot([arm], 0.35, tmp_path / "success_vs_wall.png")
-    assert (tmp_path / "success_vs_wall.png").stat().st_size > 10_000
+    figure = plot([arm], 0.35, tmp_path / "success_vs_wall.png")
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    held_out = lines["rl: held-out, warm start and checkpoints"]
+    # One point per evaluated checkpoint plus the warm start, at its wall time in minutes.
+    assert list(held_out.get_xdata()) == [0.0, 2.0, 3.0] and list(held_out.get_ydata()) == [0.35, 0.45, 0.6]
+    training = lines["rl: training episodes"]
+    assert list(training.get_xdata()) == [1.0, 3.0] and list(training.get_ydata()) == [0.2, 0.5]  # None left out
+    assert (tmp_path / "success_vs_wall.png").is_file()
 
 
 def test_arms_of_an_earlier_invocation_are_kept_unless_run_again(tmp_path):

@@ -140,9 +140,9 @@ def _held_out_curve(result: dict, before: float) -> list[tuple[float, int, float
     return [(0.0, 0, before), (result["rl_wall_s"], result["steps"], result["held_out_after"])]
 
 
-def plot(results: list[dict], before: float, path: Path) -> None:
+def plot(results: list[dict], before: float, path: Path):
     """Training success rate vs wall time per arm, with the held-out success of the warm start and of each
-    evaluated checkpoint."""
+    evaluated checkpoint; returns the saved matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,6 +167,7 @@ def plot(results: list[dict], before: float, path: Path) -> None:
     axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
+    return figure
 
 
 def _table(record: dict) -> str:

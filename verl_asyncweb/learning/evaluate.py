@@ -255,17 +255,27 @@ def _env_config(cfg: DictConfig):
     return AsyncWebConfig.from_config(cfg.asyncweb).env
 
 
+def _task_name(task_id: str) -> str:
+    """``miniwob/click-test`` -> ``click-test``; other task ids as they are."""
+    return task_id.split("/", 1)[1] if task_id.startswith("miniwob/") else task_id
+
+
 def summarize(reports: list[dict], tasks: list, temperature: float, seconds: float) -> dict[str, Any]:
-    """Success overall / per task / per difficulty, steps by outcome and the agent metrics of the episodes."""
+    """Success overall / per task / per difficulty, steps to success per task, each counted episode's outcome and
+    the agent metrics of the episodes; environment-failed episodes are counted apart and excluded from the rates."""
     from verl_asyncweb.agent.metrics import aggregate
 
     valid = [r for r in reports if not r["env_failed"]]
     by_task: dict[str, list[float]] = defaultdict(list)
     by_slice: dict[str, list[float]] = defaultdict(list)
+    steps_to_success: dict[str, list[float]] = defaultdict(list)
     for report in valid:
-        name = report["task_id"].split("/")[1] if report["task_id"].startswith("miniwob/") else report["task_id"]
+        name = _task_name(report["task_id"])
         by_task[name].append(float(report["success"]))
-        by_slice[report["difficulty_slice"]].append(float(report["success"]))
+        if report["success"]:
+            steps_to_success[name].append(float(len(report["steps"])))
+        if report["difficulty_slice"] is not None:  # a task without difficulty counts overall only
+            by_slice[report["difficulty_slice"]].append(float(report["success"]))
 
     def rate(values: list[float]) -> float | None:
         return round(sum(values) / len(values), 4) if values else None
@@ -278,6 +288,9 @@ def summarize(reports: list[dict], tasks: list, temperature: float, seconds: flo
         "success": rate([float(r["success"]) for r in valid]),
         "success_by_task": {name: rate(values) for name, values in sorted(by_task.items())},
         "success_by_difficulty": {name: rate(values) for name, values in sorted(by_slice.items())},
+        "steps_to_success_by_task": {name: rate(values) for name, values in sorted(steps_to_success.items())},
+        # One [task, success, steps] per counted episode: what confidence intervals resample (compare, bench).
+        "outcomes": [[_task_name(r["task_id"]), int(r["success"]), len(r["steps"])] for r in valid],
         "metrics": aggregate([r["summary"] for r in reports]),
         "eval_s": round(seconds, 1),
     }
