@@ -97,37 +97,51 @@ def reached_requirements(dists: dict[str, dict]) -> list[Requirement]:
     return reached
 
 
+def metadata_report(tmp: Path, label: str, requirements: list[str]) -> dict[str, dict]:
+    """canonical name: metadata of each of ``requirements`` (name==version), from PyPI without their wheels."""
+    report = tmp / f"{label}.json"
+    print(f"metadata of {label}'s packages ...", flush=True)
+    pip("install", "-q", "--dry-run", "--ignore-installed", "--no-deps", "--report", str(report), *requirements)
+    return {canonicalize_name(m["name"]): m for m in map(metadata_of, json.loads(report.read_text())["install"])}
+
+
+def image_requires(meta: dict, replaced: set[str]) -> dict:
+    """An image package's metadata with only its requirements on what the layer or the bundle replace or add: the
+    image is taken to satisfy its own packages' requirements on each other (pip installed them together)."""
+    kept = [r for r in meta["requires_dist"] if canonicalize_name(Requirement(r).name) in replaced]
+    return {**meta, "requires_dist": kept}
+
+
 def main() -> None:
     if sys.version_info[:2] != (3, 12) or platform.system() != "Linux" or platform.machine() != "x86_64":
         sys.exit("run with Python 3.12 on Linux x86_64 (the target's): pip evaluates markers for its own interpreter")
     image, base = read_list(HERE / "image_packages.txt"), read_list(HERE / "wheels.txt")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        report = tmp / "base.json"
-        print("metadata of wheels.txt's packages ...", flush=True)
-        pip(
-            "install",
-            "-q",
-            "--dry-run",
-            "--ignore-installed",
-            "--no-deps",
-            "--report",
-            str(report),
-            *(f"{name}=={version}" for name, version in base.values()),
+        base_meta = metadata_report(tmp, "wheels.txt", [f"{name}=={version}" for name, version in base.values()])
+        # The requirements of the image's packages of known version (a local version such as +cu130 left out).
+        image_meta = metadata_report(
+            tmp,
+            "image_packages.txt",
+            [
+                f"{name}=={version.split('+')[0]}"
+                for key, (name, version) in image.items()
+                if version and key not in base
+            ],
         )
-        base_meta = {
-            canonicalize_name(m["name"]): m for m in map(metadata_of, json.loads(report.read_text())["install"])
-        }
         carry_unknown: set[str] = set()
-        while True:
-            site = tmp / f"site-{len(carry_unknown)}"
+        layer: dict[str, dict] = {}
+        for attempt in range(10):
+            site = tmp / f"site-{attempt}"
             site.mkdir()
+            replaced = set(base) | set(layer) | carry_unknown
             for key, (name, version) in image.items():
                 if key not in base and key not in carry_unknown:
-                    write_dist_info(site, name, version or "0")
+                    meta = image_meta.get(key)
+                    write_dist_info(site, name, version or "0", meta and image_requires(meta, replaced))
             for meta in base_meta.values():
                 write_dist_info(site, meta["name"], meta["version"], meta)
-            report = tmp / f"layer-{len(carry_unknown)}.json"
+            report = tmp / f"layer-{attempt}.json"
             print(f"resolving {' '.join(ROOTS)} over the image and the bundle ...", flush=True)
             pip(
                 "install",
@@ -143,17 +157,19 @@ def main() -> None:
             layer = {
                 canonicalize_name(m["name"]): m for m in map(metadata_of, json.loads(report.read_text())["install"])
             }
-            dists = {**base_meta, **layer}
+            dists = {**{k: image_requires(m, replaced) for k, m in image_meta.items()}, **base_meta, **layer}
             named = {
                 canonicalize_name(r.name)
                 for r in reached_requirements(dists)
                 if str(r.specifier) and image.get(canonicalize_name(r.name), ("", "?"))[1] is None
             }
             new = named - set(layer) - set(base) - carry_unknown
-            if not new:
+            if not new and set(layer) <= replaced:
                 break
             print(f"image packages of unknown version that a requirement names a version of: {sorted(new)}")
             carry_unknown |= new
+        else:
+            sys.exit("the layer did not settle in 10 resolutions")
     pins = sorted(layer.values(), key=lambda m: m["name"].lower())
     header = [
         "# The offline bundle's vLLM layer (bundle.sh --with-vllm): what vllm==0.24.0 and verl[vllm]==0.9.1 need",
@@ -169,6 +185,7 @@ def main() -> None:
         "roots": ROOTS,
         "layer": pins,
         "bundle": sorted(base_meta.values(), key=lambda m: m["name"].lower()),
+        "image": sorted(image_meta.values(), key=lambda m: m["name"].lower()),
     }
     (HERE / "vllm_lock.json").write_text(json.dumps(lock, indent=1) + "\n")
     print(f"{len(pins)} wheels in the layer: scripts/offline/vllm_wheels.txt, scripts/offline/vllm_lock.json")

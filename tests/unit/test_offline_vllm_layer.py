@@ -1,7 +1,8 @@
 """The offline bundle's vLLM layer is complete, without a network: pip itself resolves vllm==0.24.0 and
 verl[vllm]==0.9.1 against stub wheels of what a node gets (the layer's versions ahead of the bundle's ahead of the
 image's, as install.sh's PYTHONPATH orders them), built from the metadata that scripts/offline/vllm_lock.py
-recorded from PyPI. Downloading the layer itself (~1 GB) is tried by hand (docs/install.md, "Offline installs")."""
+recorded from PyPI and served as a local index (a folder; pip reaches nothing else). Downloading the layer itself
+(1.6 GB of wheels) is tried by hand (docs/install.md, "Offline installs")."""
 
 import json
 import os
@@ -70,7 +71,13 @@ def stub_wheel(folder: Path, name: str, version: str, meta: dict | None) -> None
             if line:
                 lines.append(f"Requires-Dist: {line}")
     info = f"{stem}-{version}.dist-info"
-    with zipfile.ZipFile(folder / f"{stem}-{version}-py3-none-any.whl", "w") as wheel:
+    # A local index (simple/NAME/): pip reads one project's page per lookup, three times faster than --find-links
+    # over the ~370 stubs.
+    project = folder / canonicalize_name(name)
+    project.mkdir()
+    filename = f"{stem}-{version}-py3-none-any.whl"
+    (project / "index.html").write_text(f'<a href="{filename}">{filename}</a>\n')
+    with zipfile.ZipFile(project / filename, "w") as wheel:
         wheel.writestr(f"{info}/METADATA", "\n".join(lines) + "\n")
         wheel.writestr(
             f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: stub\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
@@ -81,11 +88,19 @@ def stub_wheel(folder: Path, name: str, version: str, meta: dict | None) -> None
 def node_stubs(folder: Path, unknown_version: str, leave_out: str | None = None) -> dict[str, str]:
     """Stub wheels of one version per package, the one a node imports: the layer's, else the bundle's, else the
     image's (``unknown_version`` for a package image_packages.txt gives no version of); ``leave_out`` drops one of
-    the layer's. Returns name: version."""
+    the layer's. An image package keeps only its requirements on packages the layer or the bundle replace or add
+    (the image satisfies the others: pip installed its packages together). Returns name: version."""
+    layer = [m for m in LOCK["layer"] if canonicalize_name(m["name"]) != leave_out]
+    replaced = {canonicalize_name(m["name"]) for m in LOCK["bundle"] + layer}
+    image_meta = {canonicalize_name(m["name"]): m for m in LOCK["image"]}
     node: dict[str, tuple[str, str, dict | None]] = {}
     for key, (name, version) in read_list("image_packages.txt").items():
-        node[key] = (name, version or unknown_version, None)
-    for meta in LOCK["bundle"] + [m for m in LOCK["layer"] if canonicalize_name(m["name"]) != leave_out]:
+        meta = image_meta.get(key)
+        if meta:
+            kept = [r for r in meta["requires_dist"] if canonicalize_name(Requirement(r).name) in replaced]
+            meta = {**meta, "requires_dist": kept}
+        node[key] = (name, version or unknown_version, meta)
+    for meta in LOCK["bundle"] + layer:
         node[canonicalize_name(meta["name"])] = (meta["name"], meta["version"], meta)
     folder.mkdir()
     for name, version, meta in node.values():
@@ -97,7 +112,7 @@ def resolve(stubs: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     report = tmp_path / "report.json"
     command = [
         sys.executable, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--no-cache-dir",
-        "--dry-run", "--no-index", "--find-links", str(stubs), "--target", str(tmp_path / "target"),
+        "--dry-run", "--index-url", stubs.as_uri(), "--target", str(tmp_path / "target"),
         "--python-version", "3.12", "--only-binary=:all:", "--report", str(report), *ROOTS,
         # pip 23 checks Requires-Python against its own interpreter too: test_every_wheel_takes_python_3_12 instead.
         "--ignore-requires-python",
@@ -155,12 +170,14 @@ def test_the_pins_match_the_lock_and_carry_only_what_differs():
         key: version for key, (_, version) in read_list("wheels.txt").items()
     }
     assert pins["vllm"][1] == "0.24.0"
+    # CUDA 13.0's libraries stay the image's (torch 2.11.0 pins cuda-toolkit 13.0.2): none shadowed by a newer one.
+    assert {"torch", "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-nvjitlink", "nvidia-cublas"}.isdisjoint(pins)
 
 
 def test_every_wheel_takes_python_3_12():
     refused = [
         f"{m['name']} {m['version']}: {m['requires_python']}"
-        for m in LOCK["layer"] + LOCK["bundle"]
+        for m in LOCK["layer"] + LOCK["bundle"] + LOCK["image"]
         if m["requires_python"] and not SpecifierSet(m["requires_python"]).contains(TARGET["python_full_version"])
     ]
     assert refused == []
