@@ -75,16 +75,19 @@ def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):
     assert (tmp_path / "success_vs_wall.png").is_file()
 
 
-def test_arms_of_an_earlier_invocation_are_kept_unless_run_again(tmp_path):
-    from verl_asyncweb.bench.learning import _earlier_arms
+def test_runs_of_an_earlier_invocation_are_kept_unless_run_again(tmp_path):
+    from verl_asyncweb.bench.learning import _earlier_runs
 
     results = tmp_path / "results.json"
-    assert _earlier_arms(results, ["rl"]) == []
+    assert _earlier_runs(results, ["rl"]) == []
+    # Reported before seeds existed: no "run" field, the arm's name is its folder.
     old = {"arm": "rl", "steps": 30, "rl_wall_s": 1070.0, "held_out_after": 0.6, "curve": [(1070.0, 0.7)]}
-    results.write_text(json.dumps({"arms": [old, {**old, "arm": "control"}]}))
-    assert [arm["arm"] for arm in _earlier_arms(results, ["control"])] == ["rl"]
+    seeded = {**old, "arm": "rl", "seed": 1, "run": "rl_seed1"}
+    results.write_text(json.dumps({"arms": [old, {**old, "arm": "control"}, seeded]}))
+    assert [run.get("run", run["arm"]) for run in _earlier_runs(results, ["control", "rl_seed1"])] == ["rl"]
+    assert [run.get("run", run["arm"]) for run in _earlier_runs(results, ["rl"])] == ["control", "rl_seed1"]
     # Reported before checkpoints were evaluated: drawn from the warm start to its last checkpoint.
-    plot(_earlier_arms(results, ["control"]), 0.35, tmp_path / "plot.png")
+    plot(_earlier_runs(results, ["control", "rl_seed1"]), 0.35, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").exists()
 
 
@@ -98,6 +101,8 @@ def test_the_bench_passes_its_demonstrated_tasks_and_overrides_to_the_demonstrat
     assert chosen.overrides == overrides
     default = build_parser().parse_args(demos_args(40, tmp_path, None, overrides))
     assert default.tasks is None and default.overrides == overrides  # the recipe's training tasks
+    assert default.recipe == "laptop_learning"
+    assert build_parser().parse_args(demos_args(40, tmp_path, None, [], "laptop_multistep")).recipe == "laptop_multistep"
 
 
 def test_a_model_folder_is_evaluated_with_the_overrides_and_a_run_folder_with_its_own_config(tmp_path):

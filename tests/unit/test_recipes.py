@@ -34,7 +34,7 @@ ONE_GROUP = ["actor_rollout_ref.actor.ppo_mini_batch_size=1"]
 def required_values(recipe: str) -> list[str]:
     if recipe.startswith("webgym"):
         return GPU_VALUES
-    return ["actor_rollout_ref.model.path=/models/warm_start"] if recipe == "laptop_learning" else []
+    return ["actor_rollout_ref.model.path=/models/warm_start"] if recipe.startswith("laptop_") else []
 
 
 @pytest.mark.parametrize("recipe", available_recipes())
@@ -240,7 +240,9 @@ def test_a_screenshot_budget_below_the_recipes_peak_stops_at_start_up():
     assert cfg.asyncweb.agent.screenshot_store_budget_bytes == 536870912  # an explicit budget that fits is kept
 
 
-@pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync", "laptop_learning"])
+@pytest.mark.parametrize(
+    "recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync", "laptop_learning", "laptop_multistep"]
+)
 def test_a_recipe_without_its_model_path_names_the_key(recipe, tmp_path, capsys):
     # Before: the recipes' `path: ???` merged onto verl's default; runs went on with ~/models/deepseek-llm-7b-chat.
     values = [v for v in required_values(recipe) if not v.startswith("actor_rollout_ref.model.path")]
@@ -334,6 +336,7 @@ RECIPE_TABLE = {
     "demo_sync_reinforce": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
     "demo_raftpp": ("async", "raftpp", "const", 10, "decoupled_ppo", False),
     "laptop_learning": ("async", "multistep_grpo", "const", 1, "decoupled_ppo", True),
+    "laptop_multistep": ("async", "multistep_grpo", "traj", 6, "decoupled_ppo", True),
     "webgym_qwen3vl8b_async": ("async", "multistep_grpo", "const", 10, "decoupled_ppo", True),
     "webgym_qwen3vl8b_sync": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
     "gpu_check": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
@@ -376,9 +379,10 @@ def test_a_mini_batch_that_does_not_split_over_the_trainer_ranks_is_refused():
     load_config([*two_ranks, "actor_rollout_ref.rollout.n=4"])
 
 
+@pytest.mark.parametrize("recipe", ["laptop_learning", "laptop_multistep"])
 @pytest.mark.parametrize("arm", sorted(LEARNING_ARMS))
-def test_every_learning_bench_arm_composes_with_laptop_learning(arm):
-    cfg, asyncweb = load_config(["recipe=laptop_learning", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS[arm]])
+def test_every_learning_bench_arm_composes_with_the_laptop_recipes(arm, recipe):
+    cfg, asyncweb = load_config([f"recipe={recipe}", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS[arm]])
     loss, bypass = cfg.actor_rollout_ref.actor.policy_loss.loss_mode, cfg.algorithm.rollout_correction.bypass_mode
     # vanilla is the no-decoupling baseline: verl's PPO ratio against pi_behave (the rollout's log-probs).
     assert (asyncweb.algo.loss_mode, loss, bypass) == (
@@ -403,3 +407,17 @@ def test_the_sync_reinforce_arm_runs_the_baseline_its_recipe_names():
 def test_vanilla_loss_without_verls_bypass_mode_is_refused_naming_the_key():
     with pytest.raises(SetupError, match="algorithm.rollout_correction.bypass_mode must be True"):
         load_config(["asyncweb.algo.loss_mode=vanilla"])
+
+
+def test_a_bench_seed_changes_the_sampling_data_and_instance_seeds_and_nothing_else():
+    from verl_asyncweb.bench.learning import arm_run_name, seed_overrides
+
+    base, _ = load_config(["recipe=laptop_multistep", "actor_rollout_ref.model.path=/m"])
+    seeded, _ = load_config(["recipe=laptop_multistep", "actor_rollout_ref.model.path=/m", *seed_overrides(2)])
+    assert seed_overrides(0) == [] and (arm_run_name("rl", 0), arm_run_name("rl", 2)) == ("rl", "rl_seed2")
+    assert (seeded.actor_rollout_ref.rollout.seed, seeded.data.seed, seeded.asyncweb.tasks.seed) == (44, 2, 2)
+    assert (base.actor_rollout_ref.rollout.seed, base.data.seed, base.asyncweb.tasks.seed) == (42, None, 0)
+    for cfg in (base, seeded):
+        for key in ("actor_rollout_ref.rollout.seed", "data.seed", "asyncweb.tasks.seed"):
+            OmegaConf.update(cfg, key, 0)
+    assert OmegaConf.to_container(base) == OmegaConf.to_container(seeded)

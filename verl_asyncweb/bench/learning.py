@@ -7,9 +7,12 @@ exists is reused, so an interrupted experiment continues):
    tasks named by ``--demo-tasks`` (by default three of the six, :data:`DEMO_TASKS`; ``all`` for every one);
 2. a deliberately partial supervised warm start of the offline ``small`` model on them;
 3. held-out evaluation of the warm start (:mod:`verl_asyncweb.learning.evaluate`);
-4. one RL run per arm through ``verl_asyncweb.main`` (``laptop_learning``, from the warm start), each evaluated
-   on the same held-out instances: ``rl`` (the recipe), ``control`` (the same run with the advantage sign flipped,
-   ``asyncweb.algo.negate_advantage=true``) and the loss variants of :data:`ARMS`.
+4. one RL run per arm and seed through ``verl_asyncweb.main`` (``--recipe``, ``laptop_learning`` by default,
+   from the warm start), each evaluated on the same held-out instances: ``rl`` (the recipe), ``control`` (the
+   same run with the advantage sign flipped, ``asyncweb.algo.negate_advantage=true``) and the loss variants of
+   :data:`ARMS`. ``--seeds N`` runs every arm with N sampling/data seeds (:func:`seed_overrides`), all from the
+   one warm start; the table then gives each arm's mean held-out success with a 95% confidence interval
+   (bootstrap over held-out episodes and seeds) and which differences between arms exclude zero.
 
 Reported: demonstration count and recording time, warm-start time, RL wall time, held-out success before and
 after (overall and per task; ``--eval-checkpoints`` also at every saved checkpoint), trajectories per hour, peak
@@ -27,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import run_sampled
-from verl_asyncweb.compare.metric_names import WALL_S
+from verl_asyncweb.compare.metric_names import INVALID_ACTION_RATE, STEPS_PER_TRAJ_SUCCESS, WALL_S
 from verl_asyncweb.compare.runs import metrics_files, read_metrics
 from verl_asyncweb.learning.evaluate import checkpoint_steps, output_file
 from verl_asyncweb.run_folder import RunFolder
@@ -36,6 +39,7 @@ ARMS = {
     "rl": [],
     "control": ["asyncweb.algo.negate_advantage=true"],
     "traj": ["asyncweb.algo.step_norm=traj"],
+    "const": ["asyncweb.algo.step_norm=const"],
     "vanilla": ["asyncweb.algo.loss_mode=vanilla", "algorithm.rollout_correction.bypass_mode=true"],
     # WebGym's synchronous baseline, as recipe demo_sync_reinforce: sync rollout, REINFORCE on the raw reward.
     "sync_reinforce": [
@@ -47,11 +51,29 @@ ARMS = {
     "sync_grpo": ["asyncweb.rollout_mode=sync"],
     "raftpp": ["asyncweb.algo.estimator=raftpp", "algorithm.adv_estimator=raftpp"],
 }
-"""RL arms: ``verl_asyncweb.main`` overrides on top of ``laptop_learning`` and the warm start."""
+"""RL arms: ``verl_asyncweb.main`` overrides on top of the recipe and the warm start."""
 
-DEMO_TASKS = "miniwob:click-button,click-link,click-tab"
-"""Demonstrated by default: three of ``laptop_learning``'s six tasks. RL learned click-test and focus-text from the
-reward alone (docs/history-2026-12.md, bl13); a warm start shown every task left RL less to add."""
+
+def seed_overrides(seed: int) -> list[str]:
+    """Overrides of seed ``seed`` of an arm: the rollout's sampling seed, the dataloader's order and the training
+    instances' base seed (seed 0 is the recipe's own)."""
+    if seed == 0:
+        return []
+    return [f"actor_rollout_ref.rollout.seed={42 + seed}", f"data.seed={seed}", f"asyncweb.tasks.seed={seed}"]
+
+
+def arm_run_name(arm: str, seed: int) -> str:
+    """Run folder of an arm's seed under ``--out``: the arm's name for seed 0, ``ARM_seedN`` for the others."""
+    return arm if seed == 0 else f"{arm}_seed{seed}"
+
+DEMO_TASKS = {
+    "laptop_learning": "miniwob:click-button,click-link,click-tab",
+    "laptop_multistep": "miniwob:enter-text,login-user,click-checkboxes",
+}
+"""Demonstrated by default, per recipe: three of its tasks. RL learned laptop_learning's click-test and focus-text
+from the reward alone (docs/history-2026-12.md, bl13); a warm start shown every task left RL less to add.
+laptop_multistep's undemonstrated tasks resemble demonstrated ones (enter-password: two fields and a button, as
+login-user; click-option: select and submit, as click-checkboxes)."""
 
 
 def _python(*args: str, log: Path) -> None:
@@ -62,13 +84,27 @@ def _python(*args: str, log: Path) -> None:
         raise RuntimeError(f"python -m {' '.join(args)} failed with {returncode}; see {log}")
 
 
-def demos_args(instances: int, out: Path, tasks: str | None, overrides: list[str]) -> list[str]:
+def demos_args(
+    instances: int, out: Path, tasks: str | None, overrides: list[str], recipe: str = "laptop_learning"
+) -> list[str]:
     """Arguments of ``verl_asyncweb.learning.demos`` for the bench's demonstrations."""
-    return [f"--instances={instances}", f"--out={out}", *([f"--tasks={tasks}"] if tasks else []), *overrides]
+    return [
+        f"--recipe={recipe}",
+        f"--instances={instances}",
+        f"--out={out}",
+        *([f"--tasks={tasks}"] if tasks else []),
+        *overrides,
+    ]
 
 
 def _evaluate(
-    path: Path, instances: int, temperature: float, log: Path, step: int | None = None, overrides: Sequence[str] = ()
+    path: Path,
+    instances: int,
+    temperature: float,
+    log: Path,
+    step: int | None = None,
+    overrides: Sequence[str] = (),
+    recipe: str = "laptop_learning",
 ) -> dict:
     """Held-out evaluation of a model folder (with the recipe ``overrides``), or of checkpoint ``step`` of a run
     folder; a result already written (next to that checkpoint) with the same overrides is reused."""
@@ -78,6 +114,7 @@ def _evaluate(
         _python(
             "verl_asyncweb.evaluate",
             str(path),
+            f"--recipe={recipe}",
             *([f"--step={step}"] if step is not None else []),
             f"--instances={instances}",
             f"--temperature={temperature}",
@@ -94,9 +131,17 @@ def wall_by_step(run_dir: Path) -> dict[int, float]:
     return dict(read_metrics(metrics_files(run_dir))[0].get(WALL_S, []))
 
 
-def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int, recipe_overrides: list[str]) -> dict:
-    """One RL run from the warm start, or the rest of it up to ``steps`` when a shorter one exists (verl resumes
-    from its latest checkpoint); returns its wall time, throughput and peak memory."""
+def run_arm(
+    name: str,
+    overrides: list[str],
+    model: Path,
+    out: Path,
+    steps: int,
+    recipe_overrides: list[str],
+    recipe: str = "laptop_learning",
+) -> dict:
+    """One RL run (folder ``out/name``) from the warm start, or the rest of it up to ``steps`` when a shorter one
+    exists (verl resumes from its latest checkpoint); returns its wall time, throughput and peak memory."""
     run_dir = out / name
     summary = run_dir / "summary.json"
     if not summary.exists() or json.loads(summary.read_text())["last_step"] < steps:
@@ -104,7 +149,7 @@ def run_arm(name: str, overrides: list[str], model: Path, out: Path, steps: int,
             sys.executable,
             "-m",
             "verl_asyncweb.main",
-            "recipe=laptop_learning",
+            f"recipe={recipe}",
             f"actor_rollout_ref.model.path={model}",
             f"trainer.default_local_dir={run_dir}",
             f"trainer.total_training_steps={steps}",
@@ -170,6 +215,42 @@ def plot(results: list[dict], before: float, path: Path):
     return figure
 
 
+def _outcomes(evaluation: dict) -> list[float]:
+    """The held-out episodes' successes (0/1); one number, the rate, for an evaluation written without them."""
+    if "outcomes" in evaluation:
+        return [float(success) for _, success, _ in evaluation["outcomes"]]
+    return [float(evaluation["success"])]
+
+
+def arm_summaries(record: dict) -> list[str]:
+    """Per arm: mean held-out success over its seeds with a 95% interval, and its gain over the warm start; then
+    each pair of arms' difference, marked resolved when its interval excludes zero
+    (:mod:`verl_asyncweb.compare.confidence`)."""
+    from verl_asyncweb.compare.confidence import difference_interval, mean_interval
+
+    by_arm: dict[str, list[list[float]]] = {}
+    for run in record["arms"]:
+        by_arm.setdefault(run["arm"], []).append(run.get("held_out_after_outcomes") or [run["held_out_after"]])
+    before = [record.get("held_out_before_outcomes") or [record["held_out_before"]]]
+    lines = ["", "| arm | held-out after, mean [95% CI] | gain over the warm start [95% CI] | resolved |"]
+    lines.append("| --- | --- | --- | --- |")
+    for arm, samples in by_arm.items():
+        gain = difference_interval(samples, before)
+        lines.append(
+            f"| {arm} | {mean_interval(samples).format()} | {gain.mean:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] "
+            f"| {'yes' if gain.resolved else 'no'} |"
+        )
+    arms = list(by_arm)
+    pairs = [(a, b) for i, a in enumerate(arms) for b in arms[i + 1 :]]
+    if pairs:
+        lines += ["", "| difference | held-out success [95% CI] | resolved |", "| --- | --- | --- |"]
+        for a, b in pairs:
+            diff = difference_interval(by_arm[a], by_arm[b])
+            resolved = "yes" if diff.resolved else "no"
+            lines.append(f"| {a} − {b} | {diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] | {resolved} |")
+    return lines
+
+
 def _table(record: dict) -> str:
     lines = [
         f"demonstrations: {record['demo_episodes']} episodes ({record['demo_steps']} steps) in {record['demo_s']} s",
@@ -177,31 +258,38 @@ def _table(record: dict) -> str:
         f"(loss {record['warm_start_loss_first']} -> {record['warm_start_loss_last']})",
         f"held-out success of the warm start: {record['held_out_before']:.3f} ({record['eval_instances']} instances"
         f" per task, T={record['temperature']:g})",
-        f"laptop_learning overrides: {' '.join(record.get('recipe_overrides') or []) or 'none'}",
+        f"{record.get('recipe', 'laptop_learning')} overrides: {' '.join(record.get('recipe_overrides') or []) or 'none'}",
         "",
-        "| arm | steps | RL wall min | held-out before | held-out after | gain | trained traj/h | peak memory GiB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| arm | seed | steps | RL wall min | held-out after | gain | steps to success | invalid actions "
+        "| trained traj/h | peak memory GiB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+
+    def figure(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
     for r in record["arms"]:
         lines.append(
-            f"| {r['arm']} | {r['steps']} | {r['rl_wall_s'] / 60:.1f} | {record['held_out_before']:.3f} "
+            f"| {r['arm']} | {r.get('seed', 0)} | {r['steps']} | {r['rl_wall_s'] / 60:.1f} "
             f"| {r['held_out_after']:.3f} | {r['held_out_after'] - record['held_out_before']:+.3f} "
+            f"| {figure(r.get('held_out_steps_to_success'))} | {figure(r.get('held_out_invalid_action_rate'))} "
             f"| {r['trained_trajs_per_hour']:.0f} | {r['peak_used_mib'] / 1024:.1f} |"
         )
+    lines += arm_summaries(record)
     for r in record["arms"]:
         if len(r.get("held_out_curve", [])) > 2:
             points = ", ".join(
                 f"step {step} ({wall / 60:.1f} min) {success:.3f}" for wall, step, success in r["held_out_curve"]
             )
-            lines.append(f"{r['arm']}, held-out by checkpoint: {points}")
+            lines.append(f"{r.get('run', r['arm'])}, held-out by checkpoint: {points}")
     return "\n".join(lines)
 
 
-def _earlier_arms(results: Path, rerun: list[str]) -> list[dict]:
-    """Arms an earlier invocation into the same ``--out`` reported and this one does not run again: kept."""
+def _earlier_runs(results: Path, rerun: list[str]) -> list[dict]:
+    """Runs an earlier invocation into the same ``--out`` reported and this one does not run again: kept."""
     if not results.exists():
         return []
-    return [arm for arm in json.loads(results.read_text())["arms"] if arm["arm"] not in rerun]
+    return [run for run in json.loads(results.read_text())["arms"] if run.get("run", run["arm"]) not in rerun]
 
 
 def main(argv: list[str]) -> int:
@@ -211,15 +299,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--instances", type=int, default=100, help="demonstrated instances per task")
     parser.add_argument(
         "--demo-tasks",
-        default=DEMO_TASKS,
+        default=None,
         help="task sources to demonstrate, or 'all' (the recipe's training tasks); RL always trains on the recipe's, "
-        "so tasks left out here are learned from the reward alone (default: %(default)s)",
+        f"so tasks left out here are learned from the reward alone (default, per recipe: {DEMO_TASKS})",
     )
     parser.add_argument("--warm-steps", type=int, default=200, help="supervised warm-start steps (partial)")
     parser.add_argument("--rl-steps", type=int, default=40, help="RL steps per arm")
     parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
     parser.add_argument("--temperature", type=float, default=0.7, help="evaluation temperature (the rollout's)")
     parser.add_argument("--arms", default="rl,control", help=f"comma-separated, from {list(ARMS)}")
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="sampling/data seeds per arm, all from the one warm start (default: 1)"
+    )
+    parser.add_argument(
+        "--recipe",
+        default="laptop_learning",
+        help="the RL recipe (its tasks and agent settings are demonstrated and evaluated): laptop_learning "
+        "(one action per episode) or laptop_multistep (default: %(default)s)",
+    )
     parser.add_argument(
         "--eval-checkpoints",
         action="store_true",
@@ -230,7 +327,7 @@ def main(argv: list[str]) -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override of laptop_learning for the demonstrations and every arm (repeatable), e.g. "
+        help="override of the recipe for the demonstrations, evaluations and every arm (repeatable), e.g. "
         "asyncweb.agent.click_target=coordinate",
     )
     args = parser.parse_args(argv)
@@ -241,10 +338,11 @@ def main(argv: list[str]) -> int:
     demos, model = args.out / "demos", args.out / "warm_start"
 
     if not (demos / "manifest.json").exists():
-        demo_tasks = None if args.demo_tasks == "all" else args.demo_tasks
+        demo_tasks = args.demo_tasks or DEMO_TASKS.get(args.recipe, "all")
+        demo_tasks = None if demo_tasks == "all" else demo_tasks
         _python(
             "verl_asyncweb.learning.demos",
-            *demos_args(args.instances, demos, demo_tasks, args.set),
+            *demos_args(args.instances, demos, demo_tasks, args.set, args.recipe),
             log=args.out / "demos.log",
         )
     if not (model / "warm_start.json").exists():
@@ -259,8 +357,14 @@ def main(argv: list[str]) -> int:
     manifest = json.loads((demos / "manifest.json").read_text())
     warm = json.loads((model / "warm_start.json").read_text())
     before = _evaluate(
-        model, args.eval_instances, args.temperature, args.out / "eval_warm_start.log", overrides=args.set
+        model,
+        args.eval_instances,
+        args.temperature,
+        args.out / "eval_warm_start.log",
+        overrides=args.set,
+        recipe=args.recipe,
     )
+    runs = [(name, seed) for name in args.arms.split(",") for seed in range(args.seeds)]
     record = {
         "demo_episodes": manifest["episodes"],
         "demo_steps": manifest["steps"],
@@ -275,22 +379,33 @@ def main(argv: list[str]) -> int:
         "recipe_overrides": args.set,
         "held_out_before": before["success"],
         "held_out_before_by_task": before["success_by_task"],
-        "arms": _earlier_arms(args.out / "results.json", args.arms.split(",")),
+        "held_out_before_outcomes": _outcomes(before),
+        "recipe": args.recipe,
+        "arms": _earlier_runs(args.out / "results.json", [arm_run_name(name, seed) for name, seed in runs]),
     }
-    for name in args.arms.split(","):
-        result = run_arm(name, ARMS[name], model, args.out, args.rl_steps, args.set)
-        run_dir, walls = args.out / name, wall_by_step(args.out / name)
+    for name, seed in runs:
+        run_name = arm_run_name(name, seed)
+        result = run_arm(
+            run_name, [*ARMS[name], *seed_overrides(seed)], model, args.out, args.rl_steps, args.set, args.recipe
+        )
+        run_dir, walls = args.out / run_name, wall_by_step(args.out / run_name)
         saved = checkpoint_steps(run_dir)
         if not saved:
             raise RuntimeError(f"{run_dir} saved no checkpoint to evaluate (trainer.save_freq must be > 0)")
         curve = [(0.0, 0, before["success"])]
         for step in saved if args.eval_checkpoints else saved[-1:]:
-            after = _evaluate(run_dir, args.eval_instances, args.temperature, args.out / f"eval_{name}.log", step)
+            after = _evaluate(run_dir, args.eval_instances, args.temperature, args.out / f"eval_{run_name}.log", step)
             curve.append((walls[step], step, after["success"]))
         result.update(
+            arm=name,
+            seed=seed,
+            run=run_name,
             held_out_step=saved[-1],
             held_out_after=after["success"],
             held_out_after_by_task=after["success_by_task"],
+            held_out_after_outcomes=_outcomes(after),
+            held_out_steps_to_success=after["metrics"].get(STEPS_PER_TRAJ_SUCCESS),
+            held_out_invalid_action_rate=after["metrics"].get(INVALID_ACTION_RATE),
             held_out_curve=curve,
         )
         record["arms"].append(result)

@@ -37,9 +37,12 @@ def _evaluations(run_dir: Path, start_model: str | None) -> list[tuple[int, Path
     return found
 
 
-def read_held_out(run_dir: Path, start_model: str | None, warnings: list[str]) -> dict[str, list[tuple[int, float]]]:
+def read_held_out(
+    run_dir: Path, start_model: str | None, warnings: list[str]
+) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[int, list[float]]]]:
     """Every evaluation of the run's checkpoints (and of its starting model, as step 0) as metric series
-    (:data:`verl_asyncweb.compare.runs.Series`).
+    (:data:`verl_asyncweb.compare.runs.Series`), and for success the evaluated episodes' outcomes by step (what
+    confidence intervals resample) where the evaluation recorded them.
 
     Args:
         run_dir: The run folder.
@@ -47,6 +50,7 @@ def read_held_out(run_dir: Path, start_model: str | None, warnings: list[str]) -
         warnings: Unreadable evaluation files are reported here and skipped.
     """
     by_metric: dict[str, dict[int, float]] = {}
+    episodes: dict[str, dict[int, list[float]]] = {}
     for step, path in _evaluations(run_dir, start_model):
         name = _EVAL_FILE.fullmatch(path.name)
         if name is None:
@@ -60,4 +64,8 @@ def read_held_out(run_dir: Path, start_model: str | None, warnings: list[str]) -
             value = record.get(key, record.get("metrics", {}).get(key))
             if isinstance(value, int | float) and not isinstance(value, bool):
                 by_metric.setdefault(metric(name["seeds"], name["temperature"], series), {})[step] = float(value)
-    return {name: sorted(values.items()) for name, values in by_metric.items()}
+        outcomes = record.get("outcomes")
+        if isinstance(outcomes, list) and all(isinstance(o, list) and len(o) == 3 for o in outcomes):
+            success = metric(name["seeds"], name["temperature"], "success_rate")
+            episodes.setdefault(success, {})[step] = [float(bool(o[1])) for o in outcomes]
+    return {name: sorted(values.items()) for name, values in by_metric.items()}, episodes

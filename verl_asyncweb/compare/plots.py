@@ -111,3 +111,51 @@ def write_plots(runs: list[Run], out_dir: Path, metrics: tuple[str, ...] = PLOT_
             result.files.append(path)
     logger.info("wrote %d plots under %s", len(result.files), out_dir)
     return result
+
+
+def _variant_points(variant, metric: str) -> list[tuple[float, float, float, float]]:
+    """(step, mean, low, high) at every step some run of the variant logged ``metric``."""
+    from verl_asyncweb.compare.confidence import mean_interval
+
+    steps = sorted({step for run in variant.runs for step, _ in run.series(metric)})
+    points = []
+    for step in steps:
+        samples = []
+        for run in variant.runs:
+            values = dict(run.series(metric))
+            if step in values:
+                samples.append(run.held_out_episodes.get(metric, {}).get(step) or [values[step]])
+        interval = mean_interval(samples)
+        points.append((float(step), interval.mean, interval.low, interval.high))
+    return points
+
+
+def write_variant_plots(variants: list, out_dir: Path, metrics: tuple[str, ...]) -> PlotResult:
+    """``out_dir/<metric>.png``: per variant (:mod:`verl_asyncweb.compare.variants`), the mean over its runs
+    against training step with the 95% interval shaded."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    result = PlotResult()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for metric in metrics:
+        lines = [(variant, _variant_points(variant, metric)) for variant in variants]
+        lines = [(variant, points) for variant, points in lines if points]
+        if not lines:
+            continue
+        fig = Figure(figsize=(7, 4.2), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for variant, points in lines:
+            steps, means, lows, highs = zip(*points, strict=True)
+            drawn = ax.plot(steps, means, marker="o", markersize=3, label=f"{variant.name} ({len(variant.runs)} runs)")
+            ax.fill_between(steps, lows, highs, color=drawn[0].get_color(), alpha=0.2)
+        ax.set_title(f"{metric}: mean and 95% CI over runs")
+        ax.set_xlabel("training step")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+        fig.subplots_adjust(left=0.12, right=0.97, top=0.91, bottom=0.13)
+        path = out_dir / plot_filename(metric)
+        fig.savefig(path)
+        result.files.append(path)
+    return result

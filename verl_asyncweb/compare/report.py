@@ -6,9 +6,15 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verl_asyncweb.compare.plots import PLOT_METRICS, write_plots
+from verl_asyncweb.compare.plots import PLOT_METRICS, write_plots, write_variant_plots
 from verl_asyncweb.compare.runs import Run
 from verl_asyncweb.compare.table import build_table, render_csv, render_markdown, render_terminal
+from verl_asyncweb.compare.variants import group_variants, is_success_row, render_variants
+
+VARIANTS_NOTE = (
+    "mean [95% CI]: bootstrap over seeds and held-out episodes; a difference is resolved when its interval "
+    "excludes zero"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +62,16 @@ def write_comparison(runs: list[Run], out_dir: str | Path) -> ComparisonReport:
     table = build_table(runs)
     plots = write_plots(runs, out / "plots", tuple(dict.fromkeys((*PLOT_METRICS, *(row.metric for row in table.rows)))))
     table.notes.extend(plots.notes)
+    pooled = []
+    variants = group_variants(runs)
+    if any(len(variant.runs) > 1 for variant in variants):
+        pooled = [f"Variants: runs of one setup (seeds) pooled, {VARIANTS_NOTE}", "", *render_variants(variants, table.rows)]
+        success = tuple(row.metric for row in table.rows if is_success_row(row))
+        plots.files.extend(write_variant_plots(variants, out / "plots" / "variants", success).files)
     md_path, csv_path = out / "table.md", out / "table.csv"
-    md_path.write_text(render_markdown(table), encoding="utf-8")
+    md_path.write_text(render_markdown(table) + "".join(f"\n{line}" for line in pooled), encoding="utf-8")
     csv_path.write_text(render_csv(table), encoding="utf-8")
-    text = render_terminal(table)
+    text = "\n".join([render_terminal(table), *([""] + pooled if pooled else [])])
     (out / "table.txt").write_text(text + "\n", encoding="utf-8")
     logger.info("comparison of %d runs written to %s", len(runs), out)
     return ComparisonReport(out, text, md_path, csv_path, plots.files, table.notes, table.warnings)

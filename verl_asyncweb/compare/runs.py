@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,10 @@ class Run:
         summary: The parsed ``summary.json`` (empty if missing).
         corrupt_lines: Metrics lines that were skipped.
         warnings: Human-readable problems found while reading (shown in every report).
+        setup: :func:`setup_key` of its config (``None`` without a readable config): runs with the same one are
+            seeds of one variant (:mod:`verl_asyncweb.compare.variants`).
+        held_out_episodes: Held-out success metric -> step -> the evaluated episodes' successes (0/1), where the
+            evaluation recorded them.
     """
 
     path: Path
@@ -48,6 +53,8 @@ class Run:
     summary: dict[str, Any] = field(default_factory=dict)
     corrupt_lines: list[CorruptLine] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    setup: str | None = None
+    held_out_episodes: dict[str, dict[int, list[float]]] = field(default_factory=dict)
 
     @property
     def recipe(self) -> str | None:
@@ -131,18 +138,24 @@ def _continue_wall(wall: dict[int, float], attempt: dict[int, float]) -> None:
     wall.update({step: seconds + offset for step, seconds in attempt.items()})
 
 
-def _select_config(run_dir: Path, warnings: list[str]) -> dict[str, Any]:
+def _load_config(run_dir: Path, warnings: list[str]) -> Any:
+    """The run's ``config.yaml`` (an OmegaConf node), or ``None`` with a warning."""
     path = run_dir / "config.yaml"
     if not path.is_file():
         warnings.append("config.yaml is missing: recipe and loss variant unknown")
-        return {}
+        return None
     try:
         from omegaconf import OmegaConf
 
-        cfg = OmegaConf.load(path)
+        return OmegaConf.load(path)
     except Exception as err:  # noqa: BLE001 - any parse failure is reported, not raised
         warnings.append(f"config.yaml could not be parsed: {err}")
-        return {}
+        return None
+
+
+def _select_config(cfg: Any, warnings: list[str]) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
     selected: dict[str, Any] = {}
     for key in (M.CONFIG_RECIPE, *M.VARIANT_CONFIG_KEYS, M.CONFIG_MODEL_PATH):
         try:
@@ -153,6 +166,34 @@ def _select_config(run_dir: Path, warnings: list[str]) -> dict[str, Any]:
         if value is not None and not OmegaConf.is_config(value):
             selected[key] = value
     return selected
+
+
+SEED_KEY = re.compile(r"(^|_)seed$")
+"""A config leaf named ``seed`` or ``*_seed`` is a seed: it does not make another variant."""
+RUN_DIR_KEY = "trainer.default_local_dir"
+
+
+def setup_key(config: dict[str, Any]) -> str:
+    """What makes a run's setup: its flattened config (unresolved) less seeds and the paths inside its own folder
+    (under ``trainer.default_local_dir``: checkpoints, the task parquet files), as canonical JSON."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict):
+            for name, value in node.items():
+                walk(value, f"{prefix}.{name}" if prefix else str(name))
+        else:
+            flat[prefix] = node
+
+    walk(config, "")
+    run_dir = flat.get(RUN_DIR_KEY)
+    kept = {
+        key: value
+        for key, value in flat.items()
+        if not SEED_KEY.search(key.rsplit(".", 1)[-1])
+        and not (isinstance(run_dir, str) and run_dir and isinstance(value, str) and value.startswith(run_dir))
+    }
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 def _read_summary(run_dir: Path, warnings: list[str]) -> tuple[bool, dict[str, Any]]:
@@ -185,18 +226,25 @@ def load_run(run_dir: str | Path, name: str | None = None) -> Run:
     if not path.is_dir():
         raise ValueError(f"run folder must be an existing directory, got {str(run_dir)!r}")
     warnings: list[str] = []
-    config = _select_config(path, warnings)
+    cfg = _load_config(path, warnings)
+    config = {} if cfg is None else _select_config(cfg, warnings)
+    setup = None
+    if cfg is not None:
+        from omegaconf import OmegaConf
+
+        setup = setup_key(OmegaConf.to_container(cfg, resolve=False))
     files = metrics_files(path)
     if not files:
         warnings.append("no metrics*.jsonl file: nothing to compare")
     metrics, corrupt = read_metrics(files)
-    metrics.update(read_held_out(path, config.get(M.CONFIG_MODEL_PATH), warnings))
+    evaluations, episodes = read_held_out(path, config.get(M.CONFIG_MODEL_PATH), warnings)
+    metrics.update(evaluations)
     if corrupt:
         listed = "; ".join(c.describe() for c in corrupt[:3])
         more = f" and {len(corrupt) - 3} more" if len(corrupt) > 3 else ""
         warnings.append(f"skipped {len(corrupt)} corrupt metrics line(s): {listed}{more}")
     finished, summary = _read_summary(path, warnings)
-    run = Run(path, name or path.resolve().name, config, metrics, finished, summary, corrupt, warnings)
+    run = Run(path, name or path.resolve().name, config, metrics, finished, summary, corrupt, warnings, setup, episodes)
     logger.debug("read %s: %d metrics, %d warnings", path, len(metrics), len(warnings))
     return run
 

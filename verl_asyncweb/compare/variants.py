@@ -1,0 +1,124 @@
+"""Runs of one variant: runs whose configs differ only in seeds and in their own folder's paths.
+
+``compare`` pools the runs of a variant (several seeds of one setup) into a mean with a 95% confidence interval
+per metric (:mod:`verl_asyncweb.compare.confidence`) and marks which pairwise differences between variants the
+intervals resolve. Held-out success pools the evaluated episodes of each seed when the evaluation recorded them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from verl_asyncweb.compare import held_out
+from verl_asyncweb.compare.confidence import Interval, Samples, difference_interval, mean_interval
+from verl_asyncweb.compare.runs import Run
+from verl_asyncweb.compare.table import MISSING, TableRow, cell_value
+
+@dataclass(frozen=True)
+class Variant:
+    """Runs of one setup.
+
+    Attributes:
+        name: Label: the runs' common name (``rl`` for ``rl``, ``rl_seed1``, ...), else the first run's.
+        runs: Its runs, in the order given.
+    """
+
+    name: str
+    runs: tuple[Run, ...]
+
+
+def _common_name(names: list[str]) -> str:
+    if len(names) == 1:
+        return names[0]
+    prefix = os.path.commonprefix(names).rstrip("_-/")
+    prefix = re.sub(r"[_-]?seed$", "", prefix)
+    return prefix or f"{names[0]} (+{len(names) - 1})"
+
+
+def group_variants(runs: list[Run]) -> list[Variant]:
+    """Runs grouped by :attr:`Run.setup`, in order of first appearance; a run without a readable config is a
+    variant of its own."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.setup if run.setup is not None else f"run:{run.path}", []).append(run)
+    variants = [Variant(_common_name([run.name for run in members]), tuple(members)) for members in groups.values()]
+    names = [variant.name for variant in variants]
+    return [
+        variant if names.count(variant.name) == 1 else Variant(f"{variant.name} #{index}", variant.runs)
+        for index, variant in enumerate(variants, 1)
+    ]
+
+
+def run_samples(run: Run, row: TableRow) -> list[float] | None:
+    """What a run contributes to a row: the episodes of its last held-out evaluation for held-out success (when
+    recorded), else the row's one value; ``None`` when the run never logged the metric."""
+    value = cell_value(run, row)
+    if value is None:
+        return None
+    if row.aggregate == "final" and row.metric.startswith(held_out.PREFIX):
+        episodes = run.held_out_episodes.get(row.metric, {})
+        last_step = run.series(row.metric)[-1][0]
+        if episodes.get(last_step):
+            return episodes[last_step]
+    return [value]
+
+
+def variant_samples(variant: Variant, row: TableRow) -> Samples:
+    """One sample per run (seed) of the variant that logged the row's metric."""
+    return [samples for run in variant.runs if (samples := run_samples(run, row)) is not None]
+
+
+def variant_interval(variant: Variant, row: TableRow) -> Interval | None:
+    samples = variant_samples(variant, row)
+    return mean_interval(samples) if samples else None
+
+
+def is_success_row(row: TableRow) -> bool:
+    """Rows whose pairwise differences are reported: held-out success and training success, final values."""
+    return row.aggregate == "final" and row.metric.endswith("success_rate")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The difference of two variants' means in one row."""
+
+    row: TableRow
+    first: str
+    second: str
+    interval: Interval
+
+
+def pairwise_differences(variants: list[Variant], rows: list[TableRow]) -> list[Difference]:
+    """Every pair of variants on every success row both logged."""
+    found = []
+    for row in filter(is_success_row, rows):
+        for i, first in enumerate(variants):
+            for second in variants[i + 1 :]:
+                a, b = variant_samples(first, row), variant_samples(second, row)
+                if a and b:
+                    found.append(Difference(row, first.name, second.name, difference_interval(a, b)))
+    return found
+
+
+def render_variants(variants: list[Variant], rows: list[TableRow]) -> list[str]:
+    """The variants' table (mean [95% CI] (seeds) per row) and the pairwise differences, as Markdown lines."""
+    lines = [
+        "| metric | " + " | ".join(f"{v.name} ({len(v.runs)} runs)" for v in variants) + " |",
+        "|" + "|".join([" --- "] * (len(variants) + 1)) + "|",
+    ]
+    for row in rows:
+        cells = [variant_interval(variant, row) for variant in variants]
+        if any(cell is not None for cell in cells):
+            lines.append(f"| {row.label} | " + " | ".join(MISSING if c is None else c.format() for c in cells) + " |")
+    differences = pairwise_differences(variants, rows)
+    if differences:
+        lines += ["", "| difference | metric | mean [95% CI] | resolved |", "| --- | --- | --- | --- |"]
+        for d in differences:
+            i = d.interval
+            lines.append(
+                f"| {d.first} − {d.second} | {d.row.label} | {i.mean:+.3f} [{i.low:+.3f}, {i.high:+.3f}] "
+                f"| {'yes' if i.resolved else 'no'} |"
+            )
+    return lines
