@@ -21,6 +21,9 @@ through Ray's object store (vLLM and NCCL are then not covered). What the run mu
 - no episode failed in the environment or raised.
 
 NCCL cannot join two ranks on one device, so the vLLM check needs two GPUs; on fewer it says so and runs nothing.
+``--vllm-one-gpu`` runs ``gpu_check_vllm_1gpu`` on one GPU with vLLM: the trainer and the vLLM server share the
+device (two Ray GPU slots on it, :mod:`verl_asyncweb.backends.one_gpu`), weights go through Ray's object store, and
+the memory split is checked before anything starts (NCCL weight sync is then not covered).
 Exit code: 0 passed, 1 failed, 2 not run (what the machine lacks is printed, as ``doctor --platform auto`` does).
 """
 
@@ -58,6 +61,8 @@ RATIO_MIN_KEY = "rollout_corr/rollout_is_min"
 GRAD_NORM_KEY = "actor/grad_norm"
 LR_KEY = "actor/lr"
 TIMEOUT_S = 480
+# The shared-device recipe's list of the one GPU, once per Ray GPU slot (verl_asyncweb.backends.one_gpu).
+SHARED_DEVICES_KEY = "ray_kwargs.ray_init.runtime_env.env_vars.CUDA_VISIBLE_DEVICES"
 
 
 @dataclass(frozen=True)
@@ -69,12 +74,14 @@ class CheckLayout:
         gpus: the CUDA devices it needs.
         gpus_why: what they are for (printed when the machine has fewer).
         modules: the Python modules it needs, each with its role.
+        shares_device: the trainer and the rollout server share one GPU (its memory split is checked first).
     """
 
     recipe: str
     gpus: int
     gpus_why: str
     modules: tuple[tuple[str, str], ...]
+    shares_device: bool = False
 
 
 VLLM_LAYOUT = CheckLayout(
@@ -84,6 +91,13 @@ VLLM_LAYOUT = CheckLayout(
     (("vllm", "rollout server"), ("cupy", "NCCL weight sync")),
 )
 ONE_GPU_LAYOUT = CheckLayout("gpu_check_1gpu", 1, "the FSDP2 trainer's GPU; the hf rollout server runs on CPU", ())
+VLLM_ONE_GPU_LAYOUT = CheckLayout(
+    "gpu_check_vllm_1gpu",
+    1,
+    "the FSDP2 trainer and the vLLM server share it",
+    (("vllm", "rollout server"),),
+    shares_device=True,
+)
 
 
 def read_episodes(run_dir: Path) -> list[dict]:
@@ -197,11 +211,14 @@ def largest_log_ratio(step_metrics: dict) -> float | None:
     return max(abs(math.log(ratio)) for ratio in ratios)
 
 
-def run_recipe(recipe: str, run_dir: Path, overrides: list[str], timeout_s: float) -> tuple[int | None, Path]:
-    """Run ``main recipe=RECIPE`` into ``run_dir``; its return code (``None`` on timeout) and its log."""
+def run_recipe(
+    recipe: str, run_dir: Path, overrides: list[str], timeout_s: float, env_vars: dict[str, str] | None = None
+) -> tuple[int | None, Path]:
+    """Run ``main recipe=RECIPE`` into ``run_dir`` (with ``env_vars`` added to its environment); its return code
+    (``None`` on timeout) and its log."""
     log = run_dir.parent / f"{run_dir.name}.log"
     command = [sys.executable, "-m", "verl_asyncweb.main", f"recipe={recipe}", f"trainer.default_local_dir={run_dir}"]
-    env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"}
+    env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"} | (env_vars or {})
     with log.open("w") as out:
         process = subprocess.Popen(
             [*command, *overrides], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -214,10 +231,39 @@ def run_recipe(recipe: str, run_dir: Path, overrides: list[str], timeout_s: floa
             return None, log
 
 
-def machine_checks(layout: CheckLayout) -> list[Check]:
+def shared_device_setup(overrides: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The overrides and environment that put both of the shared-device recipe's Ray GPU slots on the first GPU
+    this process sees (:func:`~verl_asyncweb.backends.one_gpu.shared_visible_devices`): the Ray node the run starts
+    and every worker must list the same device twice."""
+    from verl_asyncweb.backends.one_gpu import shared_visible_devices
+
+    devices = shared_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return [*overrides, f'{SHARED_DEVICES_KEY}="{devices}"'], {"CUDA_VISIBLE_DEVICES": devices}
+
+
+def memory_check(recipe: str, overrides: list[str], total_bytes: int) -> Check:
+    """Whether the recipe's trainer and vLLM server both fit in ``total_bytes`` of GPU memory
+    (:func:`~verl_asyncweb.backends.one_gpu.plan_split`, for the offline model the recipe builds)."""
+    from verl_asyncweb.backends.one_gpu import ModelShape, SplitError, SplitInputs, plan_split
+    from verl_asyncweb.backends.tiny_model import build_tiny_model
+    from verl_asyncweb.main import SetupError, load_config
+    from verl_asyncweb.recipes_registry import RecipeError
+
+    name = "trainer and vLLM fit on the GPU"
+    try:
+        cfg, asyncweb = load_config([f"recipe={recipe}", *overrides])
+        path = build_tiny_model(size=asyncweb.tiny_model_size) if asyncweb.build_tiny_model else None
+        path = path or cfg.actor_rollout_ref.model.path
+        split = plan_split(total_bytes, ModelShape.from_pretrained(path), SplitInputs.from_config(cfg))
+    except (SetupError, RecipeError, SplitError) as exc:
+        return Check(name, False, str(exc), "see docs/gpu.md (one GPU with vLLM)")
+    return Check(name, True, split.describe())
+
+
+def machine_checks(layout: CheckLayout, overrides: list[str] | None = None) -> list[Check]:
     """What the machine needs before the run is worth starting: the layout's CUDA devices and modules (vLLM, and
-    cupy for NCCL weight sync), Chromium, its fonts and Playwright. Versions other than verl's pins are
-    ``doctor --platform auto``'s concern."""
+    cupy for NCCL weight sync), for a shared device its memory split, Chromium, its fonts and Playwright. Versions
+    other than verl's pins are ``doctor --platform auto``'s concern."""
     import torch
 
     devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -235,6 +281,9 @@ def machine_checks(layout: CheckLayout) -> list[Check]:
         checks.append(
             Check(f"{module} ({role})", found, "" if found else "not installed", 'pip install "verl_asyncweb[gpu]"')
         )
+    if layout.shares_device and devices >= layout.gpus:
+        # The device's total from its properties: no CUDA context (memory) held by this process during the run.
+        checks.append(memory_check(layout.recipe, overrides or [], torch.cuda.get_device_properties(0).total_memory))
     return checks + browser_checks()
 
 
@@ -242,17 +291,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a new temporary folder)")
     parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="stop the run after this many seconds")
-    parser.add_argument(
+    layouts = parser.add_mutually_exclusive_group()
+    layouts.add_argument(
         "--one-gpu",
         action="store_true",
         help=f"run {ONE_GPU_LAYOUT.recipe} (one GPU, no vLLM: the hf rollout server on CPU) instead of "
         f"{VLLM_LAYOUT.recipe} (two GPUs, vLLM, NCCL)",
     )
+    layouts.add_argument(
+        "--vllm-one-gpu",
+        action="store_true",
+        help=f"run {VLLM_ONE_GPU_LAYOUT.recipe} (one GPU shared by the trainer and vLLM, weights through Ray's "
+        "object store)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe")
     args = parser.parse_args(argv)
-    layout = ONE_GPU_LAYOUT if args.one_gpu else VLLM_LAYOUT
+    layout = ONE_GPU_LAYOUT if args.one_gpu else VLLM_ONE_GPU_LAYOUT if args.vllm_one_gpu else VLLM_LAYOUT
+    overrides, env_vars = shared_device_setup(args.overrides) if layout.shares_device else (args.overrides, {})
 
-    machine = machine_checks(layout)
+    machine = machine_checks(layout, overrides)
     print(format_report(machine))
     if not all(check.ok for check in machine):
         print("\nverdict: NOT RUN (this machine lacks what is marked FAIL above)")
@@ -261,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     print(f"\nrunning recipe={layout.recipe} into {run_dir} (at most {args.timeout_s:.0f} s) ...", flush=True)
     started = time.monotonic()
-    returncode, log = run_recipe(layout.recipe, run_dir, args.overrides, args.timeout_s)
+    returncode, log = run_recipe(layout.recipe, run_dir, overrides, args.timeout_s, env_vars)
     elapsed = time.monotonic() - started
     status = "timed out" if returncode is None else f"exit code {returncode}"
     ran = Check("run finished", returncode == 0, f"{status} after {elapsed:.0f} s; log {log}")
