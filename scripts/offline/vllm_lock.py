@@ -6,12 +6,15 @@ access to PyPI; downloads no wheel (pip reads each one's metadata alone, PEP 658
 
     python3.12 scripts/offline/vllm_lock.py
 
-How: pip resolves the two requirements in an environment faked from dist-info stubs: the image's packages at their
-versions (a package whose version the image list does not give: at version 0, and left out of the environment
-wherever a requirement names a version of it, so the layer carries it) and the bundle's at their pins with their real
-metadata. What pip would install or replace there is the layer. Writes vllm_wheels.txt (the pins bundle.sh reads)
-and vllm_lock.json (each wheel's name, version, Requires-Python, Requires-Dist and Provides-Extra, for the layer and
-the bundle, from which tests/unit/test_offline_vllm_layer.py checks offline that the layered set resolves).
+How: pip resolves the two requirements in an environment faked from dist-info stubs: the bundle's packages at their
+pins with their real metadata, and the image's at their versions (a package whose version the image list does not
+give: at version 0, and left out of the environment wherever a requirement names a version of it, so the layer
+carries it). An image package of known version keeps, of its real requirements (PyPI's metadata of that release;
+torch's pins cuda-toolkit 13.0.2), those on what the layer or the bundle replace or add: the image is taken to
+satisfy the rest. What pip would install or replace there is the layer (resolved again until it settles). Writes
+vllm_wheels.txt (the pins bundle.sh reads) and vllm_lock.json (each wheel's name, version, Requires-Python,
+Requires-Dist and Provides-Extra, for the layer, the bundle and the image's packages of known version), from which
+tests/unit/test_offline_vllm_layer.py checks offline that the layered set resolves.
 """
 
 import json
