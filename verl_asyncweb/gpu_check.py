@@ -75,6 +75,7 @@ class CheckLayout:
         gpus_why: what they are for (printed when the machine has fewer).
         modules: the Python modules it needs, each with its role.
         shares_device: the trainer and the rollout server share one GPU (its memory split is checked first).
+        timeout_s: the run's default time limit.
     """
 
     recipe: str
@@ -82,6 +83,7 @@ class CheckLayout:
     gpus_why: str
     modules: tuple[tuple[str, str], ...]
     shares_device: bool = False
+    timeout_s: float = TIMEOUT_S
 
 
 VLLM_LAYOUT = CheckLayout(
@@ -97,6 +99,8 @@ VLLM_ONE_GPU_LAYOUT = CheckLayout(
     "the FSDP2 trainer and the vLLM server share it",
     (("vllm", "rollout server"),),
     shares_device=True,
+    # With the install (~1 min), doctor and the memory check, under 8 minutes of node time.
+    timeout_s=360,
 )
 
 
@@ -290,7 +294,13 @@ def machine_checks(layout: CheckLayout, overrides: list[str] | None = None) -> l
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a new temporary folder)")
-    parser.add_argument("--timeout-s", type=float, default=TIMEOUT_S, help="stop the run after this many seconds")
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        help=f"stop the run after this many seconds (default {TIMEOUT_S:.0f}, {VLLM_ONE_GPU_LAYOUT.timeout_s:.0f} with "
+        "--vllm-one-gpu)",
+    )
     layouts = parser.add_mutually_exclusive_group()
     layouts.add_argument(
         "--one-gpu",
@@ -308,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     layout = ONE_GPU_LAYOUT if args.one_gpu else VLLM_ONE_GPU_LAYOUT if args.vllm_one_gpu else VLLM_LAYOUT
     overrides, env_vars = shared_device_setup(args.overrides) if layout.shares_device else (args.overrides, {})
+    timeout_s = layout.timeout_s if args.timeout_s is None else args.timeout_s
 
     machine = machine_checks(layout, overrides)
     print(format_report(machine))
@@ -316,9 +327,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run_dir = args.out or Path(tempfile.mkdtemp(prefix="gpu_check-")) / "run"
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    print(f"\nrunning recipe={layout.recipe} into {run_dir} (at most {args.timeout_s:.0f} s) ...", flush=True)
+    print(f"\nrunning recipe={layout.recipe} into {run_dir} (at most {timeout_s:.0f} s) ...", flush=True)
     started = time.monotonic()
-    returncode, log = run_recipe(layout.recipe, run_dir, overrides, args.timeout_s, env_vars)
+    returncode, log = run_recipe(layout.recipe, run_dir, overrides, timeout_s, env_vars)
     elapsed = time.monotonic() - started
     status = "timed out" if returncode is None else f"exit code {returncode}"
     ran = Check("run finished", returncode == 0, f"{status} after {elapsed:.0f} s; log {log}")
