@@ -55,7 +55,9 @@ def _cycle_as_verl_reads_it(cfg) -> int:
     return cfg.trainer.v1.get(cfg.trainer.v1.trainer_mode, {}).get("parameter_sync_step", 1)
 
 
-@pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync", "gpu_check", "gpu_check_1gpu"])
+@pytest.mark.parametrize(
+    "recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync", "gpu_check", "gpu_check_1gpu", "gpu_check_vllm_1gpu"]
+)
 def test_gpu_recipes_run_two_local_updates_per_weight_sync(recipe):
     cfg, _ = load_config([f"recipe={recipe}", *required_values(recipe)])
     cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))  # as verl's trainer receives it
@@ -341,6 +343,7 @@ RECIPE_TABLE = {
     "webgym_qwen3vl8b_sync": ("sync", "multistep_reinforce", "traj", 10, "decoupled_ppo", False),
     "gpu_check": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
     "gpu_check_1gpu": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "gpu_check_vllm_1gpu": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
 }
 
 
