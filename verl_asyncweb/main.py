@@ -24,7 +24,6 @@ from verl_asyncweb.recipes_registry import (
     DEFAULT_RECIPE,
     RECIPE_PATH_ENV,
     RecipeError,
-    check_recipe_name,
     compose_recipe,
 )
 from verl_asyncweb.run_folder import RUN_DIR_ENV, RunFolder

@@ -102,7 +102,9 @@ def test_the_bench_passes_its_demonstrated_tasks_and_overrides_to_the_demonstrat
     default = build_parser().parse_args(demos_args(40, tmp_path, None, overrides))
     assert default.tasks is None and default.overrides == overrides  # the recipe's training tasks
     assert default.recipe == "laptop_learning"
-    assert build_parser().parse_args(demos_args(40, tmp_path, None, [], "laptop_multistep")).recipe == "laptop_multistep"
+    assert (
+        build_parser().parse_args(demos_args(40, tmp_path, None, [], "laptop_multistep")).recipe == "laptop_multistep"
+    )
 
 
 def test_a_model_folder_is_evaluated_with_the_overrides_and_a_run_folder_with_its_own_config(tmp_path):

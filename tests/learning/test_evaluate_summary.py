@@ -27,13 +27,13 @@ def _report(task_id: str, success: bool, steps: int, slice_: str | None = None, 
 
 
 REPORTS = [
-    _report("miniwob/login-user", True, 3, "easy"),
-    _report("miniwob/login-user", False, 6, "easy"),
-    _report("miniwob/login-user", True, 5, "easy"),
-    _report("miniwob/enter-text", False, 4, "medium"),
-    _report("miniwob/enter-text", True, 2, "medium"),
+    _report("miniwob/login-user/0", True, 3, "easy"),
+    _report("miniwob/login-user/1", False, 6, "easy"),
+    _report("browsergym/miniwob.login-user/0", True, 5, "easy"),
+    _report("miniwob/enter-text/0", False, 4, "medium"),
+    _report("miniwob/enter-text/1", True, 2, "medium"),
     # A browser that failed: counted apart, in no rate and no outcome (it would otherwise count as a failure).
-    _report("miniwob/enter-text", False, 1, "medium", env_failed=True),
+    _report("miniwob/enter-text/2", False, 1, "medium", env_failed=True),
     _report("site/shop-cart", True, 7, None),
 ]
 
@@ -42,7 +42,12 @@ def test_rates_exclude_environment_failures_and_split_by_task_and_difficulty():
     result = summarize(REPORTS, tasks=list(range(7)), temperature=0.7, seconds=12.34)
     assert (result["episodes"], result["env_failures"], result["instances"]) == (7, 1, 7)
     assert result["success"] == pytest.approx(4 / 6, abs=1e-4)
-    assert result["success_by_task"] == {"enter-text": 0.5, "login-user": 0.6667, "site/shop-cart": 1.0}
+    assert result["success_by_task"] == {
+        "enter-text": 0.5,
+        "login-user": 0.5,
+        "miniwob.login-user": 1.0,  # BrowserGym's task of the same name: its own row
+        "site/shop-cart": 1.0,
+    }
     # The site task has no difficulty: counted overall only, not under a slice.
     assert result["success_by_difficulty"] == {"easy": 0.6667, "medium": 0.5}
     assert result["temperature"] == 0.7 and result["eval_s"] == 12.3
@@ -50,13 +55,18 @@ def test_rates_exclude_environment_failures_and_split_by_task_and_difficulty():
 
 def test_steps_by_outcome_and_the_outcomes_confidence_intervals_resample():
     result = summarize(REPORTS, tasks=[], temperature=1.0, seconds=0.0)
-    assert result["steps_to_success_by_task"] == {"enter-text": 2.0, "login-user": 4.0, "site/shop-cart": 7.0}
+    assert result["steps_to_success_by_task"] == {
+        "enter-text": 2.0,
+        "login-user": 3.0,
+        "miniwob.login-user": 5.0,
+        "site/shop-cart": 7.0,
+    }
     assert result["metrics"]["asyncweb/steps_per_traj/success"] == pytest.approx((3 + 5 + 2 + 7) / 4)
     assert result["metrics"]["asyncweb/steps_per_traj/failure"] == pytest.approx((6 + 4) / 2)
     assert result["outcomes"] == [
         ["login-user", 1, 3],
         ["login-user", 0, 6],
-        ["login-user", 1, 5],
+        ["miniwob.login-user", 1, 5],
         ["enter-text", 0, 4],
         ["enter-text", 1, 2],
         ["site/shop-cart", 1, 7],

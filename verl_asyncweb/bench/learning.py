@@ -66,6 +66,7 @@ def arm_run_name(arm: str, seed: int) -> str:
     """Run folder of an arm's seed under ``--out``: the arm's name for seed 0, ``ARM_seedN`` for the others."""
     return arm if seed == 0 else f"{arm}_seed{seed}"
 
+
 DEMO_TASKS = {
     "laptop_learning": "miniwob:click-button,click-link,click-tab",
     "laptop_multistep": "miniwob:enter-text,login-user,click-checkboxes",
@@ -258,7 +259,8 @@ def _table(record: dict) -> str:
         f"(loss {record['warm_start_loss_first']} -> {record['warm_start_loss_last']})",
         f"held-out success of the warm start: {record['held_out_before']:.3f} ({record['eval_instances']} instances"
         f" per task, T={record['temperature']:g})",
-        f"{record.get('recipe', 'laptop_learning')} overrides: {' '.join(record.get('recipe_overrides') or []) or 'none'}",
+        f"{record.get('recipe', 'laptop_learning')} overrides: "
+        f"{' '.join(record.get('recipe_overrides') or []) or 'none'}",
         "",
         "| arm | seed | steps | RL wall min | held-out after | gain | steps to success | invalid actions "
         "| trained traj/h | peak memory GiB |",

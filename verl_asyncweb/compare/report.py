@@ -65,7 +65,11 @@ def write_comparison(runs: list[Run], out_dir: str | Path) -> ComparisonReport:
     pooled = []
     variants = group_variants(runs)
     if any(len(variant.runs) > 1 for variant in variants):
-        pooled = [f"Variants: runs of one setup (seeds) pooled, {VARIANTS_NOTE}", "", *render_variants(variants, table.rows)]
+        pooled = [
+            f"Variants: runs of one setup (seeds) pooled, {VARIANTS_NOTE}",
+            "",
+            *render_variants(variants, table.rows),
+        ]
         success = tuple(row.metric for row in table.rows if is_success_row(row))
         plots.files.extend(write_variant_plots(variants, out / "plots" / "variants", success).files)
     md_path, csv_path = out / "table.md", out / "table.csv"

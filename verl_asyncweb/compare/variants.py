@@ -16,6 +16,7 @@ from verl_asyncweb.compare.confidence import Interval, Samples, difference_inter
 from verl_asyncweb.compare.runs import Run
 from verl_asyncweb.compare.table import MISSING, TableRow, cell_value
 
+
 @dataclass(frozen=True)
 class Variant:
     """Runs of one setup.

@@ -256,8 +256,9 @@ def _env_config(cfg: DictConfig):
 
 
 def _task_name(task_id: str) -> str:
-    """``miniwob/click-test`` -> ``click-test``; other task ids as they are."""
-    return task_id.split("/", 1)[1] if task_id.startswith("miniwob/") else task_id
+    """A seeded instance's task: ``miniwob/click-test/3`` -> ``click-test``, ``browsergym/miniwob.click-test/0`` ->
+    ``miniwob.click-test``; other task ids as they are."""
+    return task_id.split("/")[1] if task_id.startswith(("miniwob/", "browsergym/")) else task_id
 
 
 def summarize(reports: list[dict], tasks: list, temperature: float, seconds: float) -> dict[str, Any]:
