@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything verl_asyncweb needs on Debian with Python 3.11 (root, no GPU, package registries only):
 # Chromium and fonts from Debian, the pinned Python stack from PyPI (torch 2.14.1 + torchvision 0.29.1 come from
-# this machine's wheel store) pinned by constraints/cpu.txt, the package itself in editable mode, and the offline
-# tiny model.
+# this machine's wheel store) pinned by constraints/cpu.txt, BrowserGym's MiniWoB++ task package (without its
+# Playwright pin: scripts/install_browsergym.py), the package itself in editable mode, and the offline tiny model.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +27,10 @@ fi
 if ! "$PYTHON" -c "import verl, playwright, miniwob, pytest, ruff, pytest_asyncio, pytest_timeout" 2>/dev/null; then
   echo "setup: pip install -c constraints/cpu.txt -e .[test]"
   "$PYTHON" -m pip install -q -c constraints/cpu.txt -e ".[test]"
+fi
+if ! "$PYTHON" -c "import browsergym.miniwob" 2>/dev/null; then
+  echo "setup: BrowserGym task packages (scripts/install_browsergym.py)"
+  "$PYTHON" scripts/install_browsergym.py miniwob
 fi
 # Always point the editable install (and its verl.plugins entry point) at this checkout.
 "$PYTHON" -m pip install -q --no-deps -e . >/dev/null 2>&1

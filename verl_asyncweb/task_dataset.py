@@ -18,7 +18,8 @@ AGENT_NAME = "web_agent"
 
 
 def parse_source(spec: str) -> tuple[str, dict[str, Any]]:
-    """``miniwob`` | ``miniwob:a,b`` | ``sites`` | ``sites:id,…`` | ``path.jsonl`` → (source, loader kwargs)."""
+    """``miniwob`` | ``miniwob:a,b`` | ``sites`` | ``sites:id,…`` | ``browsergym:bench.glob`` | ``path.jsonl`` →
+    (source, loader kwargs)."""
     name, _, selection = spec.partition(":")
     if name == "miniwob" and selection:
         return "miniwob", {"names": [s for s in selection.split(",") if s]}
@@ -35,7 +36,7 @@ def load_task_sources(specs: list[str], seed: int = 0, max_tasks: int = 0, miniw
     tasks: list[Task] = []
     for spec in specs:
         source, kwargs = parse_source(spec)
-        if source == "miniwob":
+        if source == "miniwob" or source.startswith("browsergym:"):
             kwargs.update(seed=seed, episodes_per_task=miniwob_instances)
         if source == "sites" and "task_ids" in kwargs:
             wanted = {name if name.startswith("site/") else f"site/{name}" for name in kwargs.pop("task_ids")}

@@ -51,8 +51,11 @@ def test_miniwob_seed_is_reproducible_and_distinct_per_episode():
 
 
 def test_miniwob_unknown_name_gets_the_nearest_names_and_the_count():
-    with pytest.raises(ValueError, match=r"unknown MiniWoB\+\+ task\(s\) \['click-tset'\]; click-tset: did you mean "
-                       r"click-test.*\(\d{3} tasks: python -c"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown MiniWoB\+\+ task\(s\) \['click-tset'\]; click-tset: did you mean "
+        r"click-test.*\(\d{3} tasks: python -c",
+    ):
         load_tasks("miniwob", names=["click-tset"])
 
 
@@ -88,7 +91,7 @@ def test_bad_webgym_line_names_line_number_and_field(tmp_path, row_or_line, mess
 
 
 def test_unknown_source_says_what_is_allowed():
-    with pytest.raises(ValueError, match="'miniwob', 'sites' or an existing WebGym .jsonl"):
+    with pytest.raises(ValueError, match="'sites', 'browsergym:<benchmark>.<task glob>' or an existing WebGym .jsonl"):
         load_tasks("nothing-here.jsonl")
 
 

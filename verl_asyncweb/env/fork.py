@@ -103,7 +103,7 @@ class SnapshotMixin:
                 "set asyncweb.env.start_site_server to true"
             )
         self._stats.add("snapshots_restored")
-        if snapshot.kind == "web":
+        if snapshot.kind in ("web", "browsergym"):
             self._stats.add("snapshots_replayed")
         task = session.task = snapshot.task_obj
         session.steps, session.answer, session.reward = snapshot.steps, snapshot.answer, snapshot.reward
@@ -197,6 +197,8 @@ class SnapshotMixin:
     def _classify(self, session: Session, task: Task, url: str) -> tuple[str, bool, str]:
         """``(kind, exact, reason)`` of a snapshot of ``task`` with the page at ``url``."""
         n, clock = len(session.actions), self.config.deterministic_clock
+        if task.evaluator == "browsergym":
+            return "browsergym", False, f"BrowserGym task set up again from its seed, {n} actions re-executed"
         if task.evaluator == "miniwob":
             if clock:
                 return "miniwob", True, f"seeded MiniWoB++ page regenerated, {n} actions re-executed in page time"
@@ -229,6 +231,16 @@ class SnapshotMixin:
             await self._replay(session, snap)
             await self._check(session, snap, None)
             return await self._observe_miniwob(session)
+        if snap.kind == "browsergym":
+            await self._end_browsergym(session)
+            await self._reset_browsergym(session, task)
+            await self._replay(session, snap)
+            await session.browsergym.validate(snap.answer)  # the verdict the episode had at the snapshot
+            await self._check(session, snap, None)
+            state = await settle(session, self.config)
+            return await observe(
+                session.page, session.cdp, self.config, state["title"], instruction=session.browsergym.goal
+            )
         await self._goto(session, url)  # "web": the episode again from its start URL, as reset() began it
         await settle(session, self.config)
         await self._start_history(session, (0.0, 0.0))

@@ -171,6 +171,7 @@ class BrowserPool(SnapshotMixin):
         """Return a session to the pool; its episode state (and site state) is dropped."""
         if not session.in_use:
             return
+        await self._end_browsergym(session)
         if self._server is not None and session.episode_token:
             self._server.store.drop(session.episode_token)
         session.in_use, session.task, session.done, session.episode_token = False, None, True, ""
@@ -204,6 +205,7 @@ class BrowserPool(SnapshotMixin):
         session.events.clear()
         session.actions, session.virtual_history, session.wob_counters = [], [], None
         session.departed.clear()
+        await self._end_browsergym(session)
         last_error = "unknown"
         for attempt in range(2):  # second attempt runs on a rebuilt context (and relaunched browser if needed)
             try:
@@ -222,6 +224,8 @@ class BrowserPool(SnapshotMixin):
         url = await self._prepare_episode(session, task)
         if task.evaluator == "miniwob":
             return await self._reset_miniwob(session, task, url)
+        if task.evaluator == "browsergym":
+            return await self._reset_browsergym(session, task)
         await self._goto(session, url)
         state = await settle(session, self.config)
         await self._start_history(session, (0.0, 0.0))
@@ -279,6 +283,28 @@ class BrowserPool(SnapshotMixin):
         }
         session.wob_counters = await asyncio.wait_for(page.evaluate(START_EPISODE_JS, args), t)
         await asyncio.wait_for(page.wait_for_function("() => WOB_TASK_READY", timeout=t * 1000), t + 1)
+
+    async def _reset_browsergym(self, session: Session, task: Task) -> Observation:
+        """The BrowserGym task's own setup on the session's page (it navigates); its goal is the instruction."""
+        from verl_asyncweb.env.tasks.browsergym import LiveTask
+
+        await self._start_history(session, (0.0, 0.0))
+        session.browsergym = await LiveTask.start(
+            task, session.page, self.site_origin, self.config.navigation_timeout_s
+        )
+        state = await settle(session, self.config)
+        return await observe(
+            session.page, session.cdp, self.config, state["title"], instruction=session.browsergym.goal
+        )
+
+    async def _end_browsergym(self, session: Session) -> None:
+        """Tear down the session's BrowserGym task, if any (its failure is logged: the next reset goes on)."""
+        live, session.browsergym = session.browsergym, None
+        if live is not None:
+            try:
+                await asyncio.wait_for(live.teardown(), self.config.close_timeout_s)
+            except Exception as exc:
+                logger.warning("session %d: BrowserGym teardown failed: %s", session.session_id, exc)
 
     async def _observe_miniwob(self, session: Session) -> Observation:
         page, t = session.page, self.config.action_timeout_s
@@ -369,6 +395,10 @@ class BrowserPool(SnapshotMixin):
         done = isinstance(action, Answer) or session.steps >= task.max_steps
         if task.evaluator == "miniwob" and wob is not None and wob["done"]:
             done = True
+        if task.evaluator == "browsergym" and session.browsergym is not None:
+            answer = session.answer if isinstance(action, Answer) else None
+            _, ended = await asyncio.wait_for(session.browsergym.validate(answer), self.config.navigation_timeout_s + 1)
+            done = done or ended
         obs = await observe(session.page, session.cdp, self.config, state["title"])
         session.last_observation = obs
         reward = None
@@ -397,6 +427,11 @@ class BrowserPool(SnapshotMixin):
             if self.judge is None:
                 return EvalResult(evaluator_failed=True, reasons=["no judge configured for this pool"])
             return await self.judge.evaluate(task, answer, screenshots or [])
+        if task.evaluator == "browsergym":
+            live = session.browsergym
+            if live is None:
+                return EvalResult(env_failed=True, reasons=["the BrowserGym task was not set up"])
+            return EvalResult(live.reward, live.reward > 0, list(live.message))
         store = self._server.store if self._server else None
         try:
             return await evaluate_programmatic(session, task, answer, store, self.config.action_timeout_s)

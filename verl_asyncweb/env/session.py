@@ -66,6 +66,8 @@ class Session:
     departed: dict[str, dict] = field(default_factory=dict)
     virtual_history: list[dict] = field(default_factory=list)
     wob_counters: dict | None = None
+    # The running BrowserGym task (verl_asyncweb.env.tasks.browsergym.LiveTask) of a browsergym episode.
+    browsergym: Any = None
 
     @property
     def healthy(self) -> bool:

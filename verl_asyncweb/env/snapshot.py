@@ -15,6 +15,9 @@ viewport), :meth:`BrowserPool.fork` does so on a free page. How a snapshot is re
 - ``"web"`` (any page the pool does not serve, e.g. WebGym's live sites): the server side cannot be captured, so
   restore replays the recorded action prefix from the start URL; ``exact`` is False and the pool counts it in
   ``stats()["snapshots_replayed"]``.
+- ``"browsergym"`` (a BrowserGym task): the task object is built again with its seed and its ``setup`` run, then
+  the recorded actions are re-executed and validated as they were; ``exact`` is False (the task class owns its
+  state) and it counts as replayed.
 
 Every kind records the same fields (replayed kinds rebuild cookies, storage and form values by replaying and do not
 apply the recorded ones); ``fingerprint`` (page text, form values, focus, scroll) is compared after a restore: an
@@ -34,7 +37,7 @@ from verl_asyncweb.env.actions import Action, Answer, GoBack, KeyPress, LeftClic
 from verl_asyncweb.env.tasks.task import RubricFact, Task
 
 SNAPSHOT_VERSION = 1
-KINDS = ("site", "miniwob", "web")
+KINDS = ("site", "miniwob", "web", "browsergym")
 _ACTIONS: dict[str, type] = {
     cls.__name__: cls for cls in (LeftClick, TypeText, KeyPress, Scroll, Wait, GoBack, Navigate, Answer)
 }
@@ -46,7 +49,8 @@ class EnvSnapshot:
 
     Args:
         task: The task as a JSON object (:func:`task_to_dict`; its ``seed`` seeds MiniWoB++ pages).
-        kind: ``"site"``, ``"miniwob"`` or ``"web"`` (how it is restored; see the module docstring).
+        kind: ``"site"``, ``"miniwob"``, ``"web"`` or ``"browsergym"`` (how it is restored; see the module
+            docstring).
         exact: Restoring reproduces the state exactly; False for action replay on pages the pool does not serve.
         reason: Why it is (not) exact, for logs and run folders.
         url: Page URL (a path on the pool's site server).

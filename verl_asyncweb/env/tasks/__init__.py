@@ -15,6 +15,8 @@ def load_tasks(source: str | Path, **kwargs: Any) -> list[Task]:
 
     Args:
         source: ``"miniwob"`` (keyword arguments: ``names``, ``seed``, ``episodes_per_task``, ``max_steps``),
+            ``"browsergym:<benchmark>.<task glob>"`` (keyword arguments: ``seed``, ``episodes_per_task``,
+            ``max_steps``),
             ``"sites"`` (the bundled offline suite; keyword argument ``difficulty``: a slice name to keep) or the
             path of a WebGym ``.jsonl`` file (keyword arguments: ``split``, ``allowed_origins``).
         **kwargs: Passed to the source's loader.
@@ -33,9 +35,16 @@ def load_tasks(source: str | Path, **kwargs: Any) -> list[Task]:
         from verl_asyncweb.env.tasks.sites import load_site_tasks
 
         return load_site_tasks(**kwargs)
+    if str(source).startswith("browsergym:"):
+        from verl_asyncweb.env.tasks.browsergym import load_browsergym_tasks
+
+        return load_browsergym_tasks(str(source).split(":", 1)[1], **kwargs)
     path = Path(source)
     if path.suffix == ".jsonl" and path.is_file():
         from verl_asyncweb.env.tasks.webgym import load_webgym_tasks
 
         return load_webgym_tasks(path, **kwargs)
-    raise ValueError(f"task source must be 'miniwob', 'sites' or an existing WebGym .jsonl file, got {str(source)!r}")
+    raise ValueError(
+        "task source must be 'miniwob', 'sites', 'browsergym:<benchmark>.<task glob>' or an existing WebGym .jsonl "
+        f"file, got {str(source)!r}"
+    )

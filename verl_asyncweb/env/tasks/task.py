@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-SOURCES = ("miniwob", "webgym", "site")
-EVALUATORS = ("miniwob", "site", "judge")
+SOURCES = ("miniwob", "webgym", "site", "browsergym")
+EVALUATORS = ("miniwob", "site", "judge", "browsergym")
 
 
 def difficulty_slice(difficulty: int) -> str:
@@ -34,13 +34,14 @@ class Task:
         task_id: Unique id within its source.
         instruction: What the agent is asked to do. Empty for MiniWoB++, whose instruction is generated in the page
             at reset and returned in ``Observation.instruction``.
-        source: ``"miniwob"``, ``"webgym"`` or ``"site"`` (the bundled offline sites).
+        source: ``"miniwob"``, ``"webgym"``, ``"site"`` (the bundled offline sites) or ``"browsergym"``.
         difficulty: Integer difficulty (WebGym scale: Easy <= 3, Medium 4-6, Hard >= 7).
         max_steps: Step budget of one episode.
         start_url: Absolute URL, or a path starting with ``/`` served by the pool's local site server.
         allowed_origins: Origins the page may contact besides the local site server, e.g.
             ``"https://shop.example"``, ``"https://*.example.com"`` or ``"*"`` (any http(s) origin).
-        evaluator: ``"miniwob"`` (in-page outcome), ``"site"`` (programmatic verifier) or ``"judge"``.
+        evaluator: ``"miniwob"`` (in-page outcome), ``"site"`` (programmatic verifier), ``"judge"`` or
+            ``"browsergym"`` (the BrowserGym task's own ``validate``).
         reference_answer: Expected answer, where the task has one.
         rubric: Rubric facts for the judge.
         seed: Seed of in-page task generation (MiniWoB++).

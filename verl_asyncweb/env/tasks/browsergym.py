@@ -1,0 +1,222 @@
+"""BrowserGym task sources: ``browsergym:<benchmark>.<task>`` (globs allowed) on the pool's pages.
+
+A BrowserGym benchmark package (``browsergym-miniwob``, ``browsergym-webarena``, ...) registers one gymnasium
+environment per task whose task class owns the task's setup, goal and validation. Here the task class runs
+without BrowserGym's own environment: :class:`LiveTask` instantiates it with the episode's seed, calls its
+``setup`` on the pool's page (the goal is the instruction), its ``validate`` after every action (the reward; its
+``done`` ends the episode) and its ``teardown`` when the episode is over. Its sync Playwright code runs in a worker
+thread over the pool's async page (:mod:`verl_asyncweb.env.sync_page`), so the action space, screenshots, network
+allowlist and recovery ladder are the pool's, as for every other source.
+
+MiniWoB++ through BrowserGym is served by the pool's own site server (``base_url``), offline. The other benchmarks
+reach their servers through BrowserGym's environment variables (:data:`BENCHMARKS`), checked when the tasks are
+loaded, naming the missing ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from verl_asyncweb.env.sync_page import SyncFacade
+from verl_asyncweb.env.tasks.task import Task
+
+PREFIX = "browsergym/"
+MINIWOB_HTML_PATH = "/miniwob/miniwob/"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A BrowserGym benchmark package and what it needs.
+
+    Attributes:
+        module: The package that registers its tasks.
+        env_vars: Environment variables its tasks read (server URLs, credentials); all must be set.
+        url_vars: Those of them that are URLs the pages may visit (the network allowlist).
+        offline: Whether it runs with no server but the pool's (MiniWoB++: its pages are bundled).
+    """
+
+    module: str
+    env_vars: tuple[str, ...] = ()
+    url_vars: tuple[str, ...] = ()
+    offline: bool = False
+
+
+_WA = tuple(f"WA_{site}" for site in ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA", "MAP", "HOMEPAGE"))
+_VWA = tuple(
+    f"VWA_{site}" for site in ("CLASSIFIEDS", "CLASSIFIEDS_RESET_TOKEN", "SHOPPING", "REDDIT", "WIKIPEDIA", "HOMEPAGE")
+)
+BENCHMARKS = {
+    "miniwob": Benchmark("browsergym.miniwob", offline=True),
+    "webarena": Benchmark("browsergym.webarena", _WA, _WA),
+    "visualwebarena": Benchmark("browsergym.visualwebarena", _VWA, tuple(v for v in _VWA if "TOKEN" not in v)),
+    "workarena": Benchmark(
+        "browsergym.workarena",
+        ("SNOW_INSTANCE_URL", "SNOW_INSTANCE_UNAME", "SNOW_INSTANCE_PWD"),
+        ("SNOW_INSTANCE_URL",),
+    ),
+    "assistantbench": Benchmark("browsergym.assistantbench", offline=False),
+}
+"""Benchmarks by the prefix of their task ids (``webarena.310``); the variables are BrowserGym's."""
+
+
+def parse_pattern(pattern: str) -> tuple[str, Benchmark]:
+    """``miniwob.click-*`` -> (``"miniwob"``, its :class:`Benchmark`); raises ``ValueError`` naming the known ones."""
+    name = pattern.split(".", 1)[0]
+    if "." not in pattern or name not in BENCHMARKS:
+        raise ValueError(
+            f"browsergym source must be browsergym:<benchmark>.<task glob> with a benchmark of {sorted(BENCHMARKS)}, "
+            f"got 'browsergym:{pattern}'"
+        )
+    return name, BENCHMARKS[name]
+
+
+def missing_env_vars(benchmark: Benchmark, environ: dict[str, str] | None = None) -> list[str]:
+    """The benchmark's environment variables that are unset or empty."""
+    environ = os.environ if environ is None else environ
+    return [name for name in benchmark.env_vars if not environ.get(name)]
+
+
+def check_url_vars(benchmark: Benchmark, environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The origins of the benchmark's servers; raises ``ValueError`` naming a variable that is not an http(s) URL."""
+    environ = os.environ if environ is None else environ
+    origins = []
+    for name in benchmark.url_vars:
+        parts = urlsplit(environ[name])
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{name}={environ[name]!r} is not an http(s) URL of the benchmark's server")
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return tuple(dict.fromkeys(origins))
+
+
+def _import_benchmark(name: str, benchmark: Benchmark) -> None:
+    missing = missing_env_vars(benchmark)
+    if missing:
+        raise ValueError(f"browsergym:{name} needs the environment variables {missing} (BrowserGym's) set")
+    try:
+        importlib.import_module(benchmark.module)
+    except ImportError as exc:
+        package = benchmark.module.replace(".", "-")
+        raise ValueError(
+            f"browsergym:{name} needs the package {package} (scripts/setup.sh installs browsergym-miniwob; "
+            f"docs/recipes.md#browsergym-benchmarks): {exc}"
+        ) from exc
+
+
+def registered_tasks(name: str) -> list[str]:
+    """BrowserGym's task ids of a benchmark (``miniwob.click-test``, ...), as its package registered them."""
+    import gymnasium as gym
+
+    _import_benchmark(name, BENCHMARKS[name])
+    return sorted(env_id[len(PREFIX) :] for env_id in gym.registry if env_id.startswith(f"{PREFIX}{name}."))
+
+
+def task_entrypoint(task_name: str) -> Callable[..., Any]:
+    """The factory BrowserGym registered for a task (its task class with the task's frozen arguments).
+
+    ``browsergym.core.registration.register_task`` (0.14.3, pinned) closes over it in the gymnasium entry point.
+    """
+    import gymnasium as gym
+
+    entry = gym.spec(f"{PREFIX}{task_name}").entry_point
+    names = getattr(getattr(entry, "__code__", None), "co_freevars", ())
+    if "task_entrypoint" not in names:
+        raise RuntimeError(f"{PREFIX}{task_name}: not registered by browsergym.core.register_task")
+    return entry.__closure__[names.index("task_entrypoint")].cell_contents
+
+
+def load_browsergym_tasks(pattern: str, seed: int = 0, episodes_per_task: int = 1, max_steps: int = 10) -> list[Task]:
+    """One :class:`Task` per (matching BrowserGym task, seeded instance).
+
+    Args:
+        pattern: ``<benchmark>.<task glob>``, e.g. ``miniwob.click-*`` or ``webarena.310``.
+        seed: Base seed of the instances (BrowserGym's task seed is ``seed + index``).
+        episodes_per_task: Seeded instances of each task.
+        max_steps: Step budget of each episode.
+    """
+    name, benchmark = parse_pattern(pattern)
+    known = registered_tasks(name)
+    matched = [task for task in known if fnmatch.fnmatchcase(task, pattern)]
+    if not matched:
+        raise ValueError(f"browsergym:{pattern} matches none of the {len(known)} tasks of browsergym:{name}")
+    if episodes_per_task <= 0:
+        raise ValueError(f"episodes_per_task must be > 0, got {episodes_per_task}")
+    origins = check_url_vars(benchmark)
+    tasks = []
+    for task_name in matched:
+        start_url = f"{MINIWOB_HTML_PATH}{task_name.split('.', 1)[1]}.html" if name == "miniwob" else "/"
+        for index in range(episodes_per_task):
+            tasks.append(
+                Task(
+                    task_id=f"{PREFIX}{task_name}/{index}",
+                    instruction="",
+                    source="browsergym",
+                    difficulty=1,
+                    max_steps=max_steps,
+                    start_url=start_url,
+                    allowed_origins=origins,
+                    evaluator="browsergym",
+                    seed=seed + index,
+                    allow_popups=not benchmark.offline,
+                    metadata={"name": task_name, "benchmark": name},
+                )
+            )
+    return tasks
+
+
+@dataclass
+class LiveTask:
+    """A BrowserGym task running on a pool page: its object, the page facade it was set up on, the last verdict.
+
+    Attributes:
+        task: The BrowserGym task object.
+        page: The :class:`SyncFacade` of the pool's page it acts on.
+        goal: Its goal (the instruction).
+        reward: The last ``validate`` reward.
+        done: Whether ``validate`` ended the episode.
+        message: The last ``validate`` message and info, for the evaluator's reasons.
+    """
+
+    task: Any
+    page: SyncFacade
+    goal: str = ""
+    reward: float = 0.0
+    done: bool = False
+    message: list[str] = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, task: Task, page: Any, site_origin: str | None, timeout_s: float) -> LiveTask:
+        """Build the task object with the episode's seed and run its ``setup`` on ``page``."""
+        factory = task_entrypoint(task.metadata["name"])
+        kwargs: dict[str, Any] = {"seed": task.seed if task.seed is not None else 0}
+        if task.metadata.get("benchmark") == "miniwob":
+            if not site_origin:
+                raise ValueError(
+                    "browsergym:miniwob tasks need the pool's site server (asyncweb.env.start_site_server)"
+                )
+            kwargs["base_url"] = f"{site_origin}{MINIWOB_HTML_PATH}"
+        live = cls(factory(**kwargs), SyncFacade(page, asyncio.get_running_loop(), timeout_s))
+        goal, _ = await asyncio.to_thread(live.task.setup, live.page)
+        live.goal = goal if isinstance(goal, str) else str(goal)
+        return live
+
+    async def validate(self, answer: str | None) -> tuple[float, bool]:
+        """BrowserGym's verdict on the page now; an answer is the assistant's last chat message."""
+        chat = [{"role": "user", "message": self.goal}]
+        if answer is not None:
+            chat.append({"role": "assistant", "message": answer})
+        reward, done, message, info = await asyncio.to_thread(self.task.validate, self.page, chat)
+        self.reward, self.done = float(reward), bool(done)
+        self.message = [f"browsergym reward {self.reward:g}" + (f": {message}" if message else "")]
+        if isinstance(info, dict) and info.get("error"):
+            self.message.append(str(info["error"]))
+        return self.reward, self.done
+
+    async def teardown(self) -> None:
+        await asyncio.to_thread(self.task.teardown)
