@@ -596,7 +596,8 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
             run_dir,
             "asyncweb.rollout_mode=sync",
             f"trainer.total_training_steps={FAULT_STEPS}",
-            f'asyncweb.tasks.train=["miniwob:click-test","{tasks_file}"]',
+            # The MiniWoB++ task through BrowserGym's own task class: its episodes go on through the faults.
+            f'asyncweb.tasks.train=["browsergym:miniwob.click-button","{tasks_file}"]',
             f"asyncweb.judge={{base_url:'{origin}/v1',max_retries:1,timeout_s:5,retry_backoff_s:0.1}}",
             # Pixels rebuilt by a builder actor, which must also find the lost screenshots in the run folder.
             "asyncweb.pixels.workers=1",
@@ -652,5 +653,11 @@ def test_run_survives_killed_store_killed_worker_and_failing_judge(fault_run):
     assert judged and all(r["env_failed"] for r in judged)
     assert any("judge failed" in " ".join(r["evaluator_reasons"]) for r in judged)
     assert last["asyncweb/env_failures_total"] >= len(judged)
+    # browsergym:miniwob.click-button: set up by BrowserGym's task class, scored by its validate, never env-failed
+    # but where a killed worker took its group.
+    browsergym = [r for r in records if r["task_id"].startswith("browsergym/miniwob.click-button/")]
+    scored = [r for r in browsergym if not r["env_failed"]]
+    assert scored and all(r["evaluator_reasons"][0].startswith("browsergym reward") for r in scored)
+    assert all(r["instruction"] for r in scored)
     # The killed worker's browsers did not outlive it.
     assert not [pid for pid in worker_chromium if _running(pid)], "Chromium of the killed worker leaked"

@@ -117,3 +117,26 @@ async def test_a_branch_point_restores_the_task_and_its_actions_on_another_page(
         assert pool.stats()["snapshots_replayed"] >= 1
     finally:
         await pool.release(forked)
+
+
+def test_a_fresh_process_finds_the_task_class_without_loading_the_tasks_first():
+    """An agent-loop worker gets tasks as JSON and builds the task object itself (a Ray worker's first import)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "from verl_asyncweb.env.tasks.browsergym import task_entrypoint\n"
+        "print(type(task_entrypoint('miniwob.click-button')(seed=0, base_url='http://127.0.0.1:1/')).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["ClickButtonTask"], done.stderr[-2000:]
+
+
+async def test_an_episode_of_invalid_actions_still_gets_the_tasks_verdict(pool, session):
+    task = load_browsergym_tasks("miniwob.click-button", seed=2, max_steps=2)[0]
+    await pool.reset(session, task)
+    for _ in range(2):
+        result = await pool.step(session, "no tool call here")
+    assert result.done and session.browsergym.message == []  # no action reached the page
+    evaluation = await pool.evaluate(session, task)
+    assert (evaluation.reward, evaluation.env_failed, evaluation.reasons) == (0.0, False, ["browsergym reward 0"])

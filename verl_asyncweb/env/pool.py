@@ -431,6 +431,13 @@ class BrowserPool(SnapshotMixin):
             live = session.browsergym
             if live is None:
                 return EvalResult(env_failed=True, reasons=["the BrowserGym task was not set up"])
+            if not live.message:  # no action reached the page (every one invalid): its verdict on the page as is
+                try:
+                    await asyncio.wait_for(live.validate(answer), self.config.navigation_timeout_s + 1)
+                except Exception as exc:
+                    return EvalResult(
+                        env_failed=True, reasons=[describe_error(exc, "validate", self.config.navigation_timeout_s)]
+                    )
             return EvalResult(live.reward, live.reward > 0, list(live.message))
         store = self._server.store if self._server else None
         try:

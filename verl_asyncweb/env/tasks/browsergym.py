@@ -124,6 +124,8 @@ def task_entrypoint(task_name: str) -> Callable[..., Any]:
     """
     import gymnasium as gym
 
+    name = task_name.split(".", 1)[0]
+    _import_benchmark(name, BENCHMARKS[name])  # in this process: a Ray worker has not imported it yet
     entry = gym.spec(f"{PREFIX}{task_name}").entry_point
     names = getattr(getattr(entry, "__code__", None), "co_freevars", ())
     if "task_entrypoint" not in names:
