@@ -25,12 +25,13 @@ class TaskSetConfig(BaseConfig):
 
     Args:
         train: Task sources for training, each ``miniwob`` (all tasks), ``miniwob:NAME,NAME``, ``sites``
-            (the bundled offline sites), ``sites:TASK_ID,…`` or a path to a WebGym JSONL file.
+            (the bundled offline sites), ``sites:TASK_ID,…``, ``browsergym:BENCHMARK.TASK_GLOB`` (BrowserGym's
+            task classes) or a path to a WebGym JSONL file.
         val: Task sources for validation (same forms); empty means no validation set.
         max_train_tasks: Keep at most this many training tasks (0 = all), chosen with ``seed``.
         seed: Seed of task sampling and MiniWoB episode seeds.
-        miniwob_instances: Seeded instances of each MiniWoB++ task (one dataset row each); the evaluator's
-            held-out instances come from another base seed (:mod:`verl_asyncweb.learning.splits`).
+        miniwob_instances: Seeded instances of each MiniWoB++ or BrowserGym task (one dataset row each); the
+            evaluator's held-out instances come from another base seed (:mod:`verl_asyncweb.learning.splits`).
     """
 
     train: list[str] = field(default_factory=lambda: ["sites"])

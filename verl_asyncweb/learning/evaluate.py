@@ -330,9 +330,11 @@ def evaluate(
     asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     if seeds not in SEED_SPLITS:
         raise ValueError(f"--seeds must be one of {list(SEED_SPLITS)}, got {seeds!r}")
-    specs = task_specs or [spec for spec in asyncweb.tasks.train if spec.startswith("miniwob")]
+    specs = task_specs or [spec for spec in asyncweb.tasks.train if spec.startswith(("miniwob", "browsergym:"))]
     if not specs:
-        raise ValueError("no MiniWoB++ task source to hold out: pass --tasks miniwob:NAME,...")
+        raise ValueError(
+            "no seeded task source to hold out: pass --tasks miniwob:NAME,... or browsergym:BENCHMARK.TASK_GLOB"
+        )
     tasks = load_task_sources(specs, seed=SEED_SPLITS[seeds], miniwob_instances=instances)
     check_disjoint(tasks, trained_instances(model_dir, run_dir))
     started = time.time()
@@ -362,7 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="override of the recipe for a model folder (repeatable), e.g. asyncweb.agent.max_steps=3",
     )
-    parser.add_argument("--tasks", nargs="+", default=None, help="MiniWoB++ task sources (default: the run's)")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=None,
+        help="seeded task sources: miniwob:NAME,... or browsergym:BENCHMARK.TASK_GLOB (default: the run's)",
+    )
     parser.add_argument("--seeds", default="held-out", choices=sorted(SEED_SPLITS))
     parser.add_argument("--instances", type=int, default=10, help="held-out instances per task")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0 = greedy)")
