@@ -43,29 +43,13 @@ def _run(root, name: str, step_norm: str, seed: int, train_success: list[float],
 @pytest.fixture
 def six_runs(tmp_path):
     """traj: 3 seeds at ~70% held-out success; const: 3 seeds at ~20%, 20 episodes each; training success alike."""
+    arms = {"traj": [(14, 0.5), (15, 0.55), (13, 0.45)], "const": [(4, 0.5), (3, 0.45), (5, 0.55)]}
     runs = []
-    for seed, (successes, train) in enumerate([(14, 0.5), (15, 0.55), (13, 0.45)]):
-        runs.append(
-            _run(
-                tmp_path,
-                "traj" if seed == 0 else f"traj_seed{seed}",
-                "traj",
-                seed,
-                [0.3, 0.4, train],
-                [1] * successes + [0] * (20 - successes),
-            )
-        )
-    for seed, (successes, train) in enumerate([(4, 0.5), (3, 0.45), (5, 0.55)]):
-        runs.append(
-            _run(
-                tmp_path,
-                "const" if seed == 0 else f"const_seed{seed}",
-                "const",
-                seed,
-                [0.3, 0.4, train],
-                [1] * successes + [0] * (20 - successes),
-            )
-        )
+    for arm, seeds in arms.items():
+        for seed, (successes, train) in enumerate(seeds):
+            name = arm if seed == 0 else f"{arm}_seed{seed}"
+            held_out = [1] * successes + [0] * (20 - successes)
+            runs.append(_run(tmp_path, name, arm, seed, [0.3, 0.4, train], held_out))
     return runs
 
 
