@@ -68,12 +68,14 @@ def test_our_ranges_admit_verls_gpu_pin(name):
 
 def test_cpu_constraints_satisfy_our_ranges_and_verls():
     ours, verls, cpu = requirements("verl_asyncweb"), requirements("verl"), pins()
+    # BrowserGym's task packages (scripts/install_browsergym.py, with its Playwright pin relaxed) and what they pull.
+    browsergym = requirements("browsergym-core") | requirements("beautifulsoup4")
     for name, version in cpu.items():
-        for owner, reqs in (("verl_asyncweb", ours), ("verl", verls)):
+        for owner, reqs in (("verl_asyncweb", ours), ("verl", verls), ("browsergym", browsergym)):
             if name in reqs:
                 assert reqs[name].specifier.contains(version), f"{owner} requires {reqs[name]}, pinned {version}"
     # Every exact-pinned package of the CPU stack is a requirement of ours (a stale pin would go unnoticed).
-    assert set(cpu) <= set(ours) | set(verls)
+    assert set(cpu) <= set(ours) | set(verls) | set(browsergym)
 
 
 FLASH_ATTN_EXTRA = "flash-attn-cu130torch211"
