@@ -9,6 +9,7 @@ this attempt) and verl's own ``TaskRunnerV1`` runs the job. ``recipe=`` defaults
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -365,13 +366,22 @@ def select_platform(asyncweb) -> None:
 
 
 def task_sets(tasks) -> tuple[list, list]:
-    """(training, validation) tasks of ``asyncweb.tasks``; raises SetupError on a source that gives none."""
-    from verl_asyncweb.task_dataset import run_task_sets
-
+    """(training, validation) tasks of ``asyncweb.tasks``; raises SetupError on a source that gives none. Loaded
+    once per process for the same values: ``load_config`` checks them before verl's import, ``prepare_inputs``
+    writes them (a WebGym file may hold hundreds of thousands of tasks)."""
     try:
-        return run_task_sets(tasks)
+        return _cached_task_sets(
+            tuple(tasks.train), tuple(tasks.val), tasks.seed, tasks.max_train_tasks, tasks.miniwob_instances
+        )
     except (OSError, ValueError) as exc:
         raise SetupError(f"asyncweb.tasks: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_task_sets(*values) -> tuple[list, list]:
+    from verl_asyncweb.task_dataset import run_task_sets
+
+    return run_task_sets(*values)
 
 
 def check_registrations(cpu: bool) -> None:

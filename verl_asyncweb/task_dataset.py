@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +53,20 @@ def load_task_sources(specs: list[str], seed: int = 0, max_tasks: int = 0, miniw
     return tasks
 
 
-def run_task_sets(tasks: Any) -> tuple[list[Task], list[Task]]:
-    """(training, validation) tasks of an ``asyncweb.tasks`` node or :class:`TaskSetConfig`; validation defaults
-    to the first quarter of the training tasks. Raises ``ValueError`` naming the source that gives none."""
-    train = load_task_sources(
-        list(tasks.train), seed=tasks.seed, max_tasks=tasks.max_train_tasks, miniwob_instances=tasks.miniwob_instances
+def run_task_sets(
+    train: Sequence[str], val: Sequence[str], seed: int, max_train_tasks: int, miniwob_instances: int
+) -> tuple[list[Task], list[Task]]:
+    """(training, validation) tasks of the ``asyncweb.tasks`` values; validation defaults to the first quarter of
+    the training tasks. Raises ``ValueError`` naming the sources that give none."""
+    train_tasks = load_task_sources(
+        list(train), seed=seed, max_tasks=max_train_tasks, miniwob_instances=miniwob_instances
     )
-    val = load_task_sources(list(tasks.val), seed=tasks.seed) if tasks.val else train[: max(1, len(train) // 4)]
-    if not train or not val:
-        empty = "train" if not train else "val"
-        raise ValueError(f"{empty}={list(getattr(tasks, empty))} holds no tasks (an empty task file?)")
-    return train, val
+    val_tasks = load_task_sources(list(val), seed=seed) if val else train_tasks[: max(1, len(train_tasks) // 4)]
+    if not train_tasks:
+        raise ValueError(f"train={list(train)} holds no tasks (an empty task file?)")
+    if not val_tasks:
+        raise ValueError(f"val={list(val)} holds no tasks (an empty task file?)")
+    return train_tasks, val_tasks
 
 
 def task_to_json(task: Task) -> str:

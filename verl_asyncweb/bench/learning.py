@@ -23,6 +23,7 @@ A larger ``--rl-steps`` than an arm's finished run continues that run from its l
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -237,18 +238,12 @@ def arm_summaries(record: dict) -> list[str]:
     lines.append("| --- | --- | --- | --- |")
     for arm, samples in by_arm.items():
         gain = difference_interval(samples, before)
-        lines.append(
-            f"| {arm} | {mean_interval(samples).format()} | {gain.mean:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] "
-            f"| {'yes' if gain.resolved else 'no'} |"
-        )
-    arms = list(by_arm)
-    pairs = [(a, b) for i, a in enumerate(arms) for b in arms[i + 1 :]]
+        lines.append(f"| {arm} | {mean_interval(samples).format()} | {gain.format_difference()} |")
+    pairs = list(itertools.combinations(by_arm, 2))
     if pairs:
         lines += ["", "| difference | held-out success [95% CI] | resolved |", "| --- | --- | --- |"]
         for a, b in pairs:
-            diff = difference_interval(by_arm[a], by_arm[b])
-            resolved = "yes" if diff.resolved else "no"
-            lines.append(f"| {a} − {b} | {diff.mean:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] | {resolved} |")
+            lines.append(f"| {a} − {b} | {difference_interval(by_arm[a], by_arm[b]).format_difference()} |")
     return lines
 
 

@@ -44,6 +44,11 @@ class Interval:
         """Whether the interval excludes zero (read on a difference)."""
         return self.low > 0 or self.high < 0
 
+    def format_difference(self) -> str:
+        """``+0.500 [+0.400, +0.600] | yes``: a difference, its interval and whether it is resolved (a Markdown
+        cell pair)."""
+        return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] | {'yes' if self.resolved else 'no'}"
+
     def format(self, digits: int = 3) -> str:
         """``0.412 [0.350, 0.476] (3 seeds)``; a single value has no interval."""
         if self.seeds == 1 and self.values == 1:

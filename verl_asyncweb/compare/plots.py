@@ -116,15 +116,12 @@ def write_plots(runs: list[Run], out_dir: Path, metrics: tuple[str, ...] = PLOT_
 def _variant_points(variant, metric: str) -> list[tuple[float, float, float, float]]:
     """(step, mean, low, high) at every step some run of the variant logged ``metric``."""
     from verl_asyncweb.compare.confidence import mean_interval
+    from verl_asyncweb.compare.variants import step_samples
 
-    steps = sorted({step for run in variant.runs for step, _ in run.series(metric)})
+    by_run = [(run, dict(run.series(metric))) for run in variant.runs]
     points = []
-    for step in steps:
-        samples = []
-        for run in variant.runs:
-            values = dict(run.series(metric))
-            if step in values:
-                samples.append(run.held_out_episodes.get(metric, {}).get(step) or [values[step]])
+    for step in sorted({step for _, values in by_run for step in values}):
+        samples = [step_samples(run, metric, step, values[step]) for run, values in by_run if step in values]
         interval = mean_interval(samples)
         points.append((float(step), interval.mean, interval.low, interval.high))
     return points

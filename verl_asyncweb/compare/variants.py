@@ -7,11 +7,11 @@ intervals resolve. Held-out success pools the evaluated episodes of each seed wh
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass
 
-from verl_asyncweb.compare import held_out
 from verl_asyncweb.compare.confidence import Interval, Samples, difference_interval, mean_interval
 from verl_asyncweb.compare.runs import Run
 from verl_asyncweb.compare.table import MISSING, TableRow, cell_value
@@ -52,17 +52,20 @@ def group_variants(runs: list[Run]) -> list[Variant]:
     ]
 
 
+def step_samples(run: Run, metric: str, step: int, value: float) -> list[float]:
+    """What a run contributes at ``step``: the evaluated episodes for held-out success (when recorded), else the
+    logged ``value``."""
+    return run.held_out_episodes.get(metric, {}).get(step) or [value]
+
+
 def run_samples(run: Run, row: TableRow) -> list[float] | None:
-    """What a run contributes to a row: the episodes of its last held-out evaluation for held-out success (when
-    recorded), else the row's one value; ``None`` when the run never logged the metric."""
+    """What a run contributes to a row: :func:`step_samples` at its last step for a final value, the row's one value
+    for a best one; ``None`` when the run never logged the metric."""
     value = cell_value(run, row)
     if value is None:
         return None
-    if row.aggregate == "final" and row.metric.startswith(held_out.PREFIX):
-        episodes = run.held_out_episodes.get(row.metric, {})
-        last_step = run.series(row.metric)[-1][0]
-        if episodes.get(last_step):
-            return episodes[last_step]
+    if row.aggregate == "final":
+        return step_samples(run, row.metric, run.series(row.metric)[-1][0], value)
     return [value]
 
 
@@ -95,11 +98,10 @@ def pairwise_differences(variants: list[Variant], rows: list[TableRow]) -> list[
     """Every pair of variants on every success row both logged."""
     found = []
     for row in filter(is_success_row, rows):
-        for i, first in enumerate(variants):
-            for second in variants[i + 1 :]:
-                a, b = variant_samples(first, row), variant_samples(second, row)
-                if a and b:
-                    found.append(Difference(row, first.name, second.name, difference_interval(a, b)))
+        for first, second in itertools.combinations(variants, 2):
+            a, b = variant_samples(first, row), variant_samples(second, row)
+            if a and b:
+                found.append(Difference(row, first.name, second.name, difference_interval(a, b)))
     return found
 
 
@@ -117,9 +119,5 @@ def render_variants(variants: list[Variant], rows: list[TableRow]) -> list[str]:
     if differences:
         lines += ["", "| difference | metric | mean [95% CI] | resolved |", "| --- | --- | --- | --- |"]
         for d in differences:
-            i = d.interval
-            lines.append(
-                f"| {d.first} − {d.second} | {d.row.label} | {i.mean:+.3f} [{i.low:+.3f}, {i.high:+.3f}] "
-                f"| {'yes' if i.resolved else 'no'} |"
-            )
+            lines.append(f"| {d.first} − {d.second} | {d.row.label} | {d.interval.format_difference()} |")
     return lines

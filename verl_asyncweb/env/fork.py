@@ -237,10 +237,7 @@ class SnapshotMixin:
             await self._replay(session, snap)
             await session.browsergym.validate(snap.answer)  # the verdict the episode had at the snapshot
             await self._check(session, snap, None)
-            state = await settle(session, self.config)
-            return await observe(
-                session.page, session.cdp, self.config, state["title"], instruction=session.browsergym.goal
-            )
+            return await self._observe_browsergym(session)
         await self._goto(session, url)  # "web": the episode again from its start URL, as reset() began it
         await settle(session, self.config)
         await self._start_history(session, (0.0, 0.0))

@@ -292,6 +292,9 @@ class BrowserPool(SnapshotMixin):
         session.browsergym = await LiveTask.start(
             task, session.page, self.site_origin, self.config.navigation_timeout_s
         )
+        return await self._observe_browsergym(session)
+
+    async def _observe_browsergym(self, session: Session) -> Observation:
         state = await settle(session, self.config)
         return await observe(
             session.page, session.cdp, self.config, state["title"], instruction=session.browsergym.goal
