@@ -138,3 +138,21 @@ def test_the_bench_reuses_an_evaluation_only_when_it_ran_with_the_same_overrides
     result = learning._evaluate(tmp_path / "model", 10, 0.7, log, overrides=["asyncweb.agent.max_steps=3"])
     assert len(calls) == 2 and result["overrides"] == ["asyncweb.agent.max_steps=3"]
     assert "--set=asyncweb.agent.max_steps=3" in calls[1]
+
+
+def test_the_bench_pools_seeds_per_arm_and_marks_the_differences_its_intervals_resolve():
+    from verl_asyncweb.bench.learning import arm_summaries
+
+    record = {
+        "held_out_before": 0.1,
+        "held_out_before_outcomes": [1] + [0] * 9,
+        "arms": [
+            {"arm": "rl", "held_out_after": 0.6, "held_out_after_outcomes": [1] * 6 + [0] * 4},
+            {"arm": "rl", "held_out_after": 0.7, "held_out_after_outcomes": [1] * 7 + [0] * 3},
+            {"arm": "control", "held_out_after": 0.0, "held_out_after_outcomes": [0] * 10},
+        ],
+    }
+    text = "\n".join(arm_summaries(record))
+    assert "| rl | 0.650 [" in text and "(2 seeds) | +0.550 [" in text
+    assert text.count("| yes |") == 2  # rl's gain and rl − control; control's drop of 0.1 is not resolved
+    assert "| control | 0.000 [0.000, 0.000] (1 seed) | -0.100 [" in text and text.rstrip().endswith("| yes |")
