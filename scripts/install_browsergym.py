@@ -6,12 +6,22 @@ Playwright 1.65 and only uses BrowserGym's task classes, whose sync Playwright c
 browsergym wheels, rewrites browsergym-core's METADATA so that it asks for ``playwright>=1.44`` and not ``mcp``
 (its RECORD updated to match), and installs them with their remaining requirements, so that ``pip check`` stays
 clean. Usage: python scripts/install_browsergym.py [BENCHMARK ...]  (default: miniwob; e.g. webarena).
+
+WebArena goes into a folder of its own (:func:`install_isolated`): browsergym-webarena requires libwebarena 0.0.4,
+which requires text-generation (every release: ``huggingface-hub<1.0``; transformers 5 needs ``>=1.5``), evaluate,
+tiktoken and ``beartype==0.12.0``, so no set of versions installs next to this stack with ``pip check`` clean. The
+folder holds the two packages and what their task code imports, none of them installed in the environment; put it
+on ``PYTHONPATH`` where WebArena tasks run (docs/recipes.md#browsergym-benchmarks).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.metadata
+import logging
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +32,32 @@ VERSION = "0.14.3"
 CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints" / "cpu.txt"
 RELAXED = {"Requires-Dist: playwright==1.44": "Requires-Dist: playwright>=1.44"}
 DROPPED = ("Requires-Dist: mcp",)
+CACHE = Path(os.environ.get("VERL_ASYNCWEB_CACHE", Path.home() / ".cache" / "verl_asyncweb"))
+# Exact versions, none of them in the environment (each resolved against it, constraints/cpu.txt and the rest as
+# installed): the task code imports nltk and beartype (browsergym.webarena, its task class), and at setup
+# text-generation, aiolimiter and openai (webarena.evaluation_harness imports webarena.llms). Not installed, never
+# imported by the task code: libwebarena's evaluate, tiktoken and types-tqdm.
+ISOLATED = {
+    "webarena": (
+        f"browsergym-webarena=={VERSION}",
+        "libwebarena==0.0.4",
+        "nltk==3.10.4",
+        "joblib==1.5.3",
+        "defusedxml==0.7.1",
+        "beartype==0.12.0",
+        "text-generation==0.7.0",
+        "aiolimiter==1.3.0",
+        "openai==2.54.0",
+        "jiter==0.19.0",
+    ),
+}
+
+logger = logging.getLogger("install_browsergym")
+
+
+def isolated_dir(benchmark: str) -> Path:
+    """The folder of an isolated benchmark's packages (``~/.cache/verl_asyncweb/browsergym-webarena``)."""
+    return CACHE / f"browsergym-{benchmark}"
 
 
 def _pip(*args: str) -> None:
@@ -61,7 +97,31 @@ def relax(wheel: Path, out_dir: Path) -> Path:
     return out
 
 
-def main(benchmarks: list[str]) -> None:
+def shadowed(folder: Path) -> list[str]:
+    """The distributions in ``folder`` that the environment also has (they would replace its own on the path)."""
+    names = sorted({dist.metadata["Name"] for dist in importlib.metadata.distributions(path=[str(folder)])})
+    found = []
+    for name in names:
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        found.append(name)
+    return found
+
+
+def install_isolated(benchmark: str, folder: Path) -> None:
+    """The benchmark's pinned packages, without their requirements, into ``folder`` (emptied first)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    _pip("install", "-q", "--no-deps", "--only-binary=:all:", "--target", str(folder), *ISOLATED[benchmark])
+    clash = shadowed(folder)
+    if clash:
+        raise SystemExit(f"{folder} holds {clash}, which the environment has too: its copies would replace them")
+    logger.info("browsergym-%s in %s: put it on PYTHONPATH where its tasks run", benchmark, folder)
+
+
+def install_shared(benchmarks: list[str]) -> None:
+    """browsergym-core (relaxed) and the benchmarks' packages into the environment."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         packages = [f"browsergym-core=={VERSION}", *(f"browsergym-{name}=={VERSION}" for name in benchmarks)]
@@ -75,5 +135,13 @@ def main(benchmarks: list[str]) -> None:
         _pip("install", "-q", "--no-deps", str(relaxed), *others)
 
 
+def main(benchmarks: list[str]) -> None:
+    install_shared([name for name in benchmarks if name not in ISOLATED])
+    for name in benchmarks:
+        if name in ISOLATED:
+            install_isolated(name, isolated_dir(name))
+
+
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     main(sys.argv[1:] or ["miniwob"])

@@ -4,10 +4,13 @@ import base64
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "install_browsergym.py"
 
@@ -52,3 +55,48 @@ def test_the_installed_set_up_needs_no_playwright_downgrade_and_pip_check_is_cle
     assert importlib.metadata.version("playwright") == "1.65.2"
     done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_webarena_goes_into_its_own_folder_pinned_and_without_requirements(tmp_path, monkeypatch):
+    module, calls = _module(), []
+    monkeypatch.setattr(module, "_pip", lambda *args: calls.append(args))
+    monkeypatch.setattr(module, "install_shared", lambda names: calls.append(("shared", *names)))
+    monkeypatch.setattr(module, "isolated_dir", lambda name: tmp_path / name)
+    module.main(["miniwob", "webarena"])
+    assert calls[0] == ("shared", "miniwob")
+    (install,) = calls[1:]
+    assert install[:6] == ("install", "-q", "--no-deps", "--only-binary=:all:", "--target", str(tmp_path / "webarena"))
+    assert {"browsergym-webarena==0.14.3", "libwebarena==0.0.4", "beartype==0.12.0"} <= set(install[6:])
+    assert all("==" in pin for pin in install[6:])
+
+
+def test_a_folder_that_would_shadow_the_environments_packages_is_refused(tmp_path, monkeypatch):
+    module = _module()
+
+    def pip(*args):  # installs a copy of a package the environment has
+        dist_info = Path(args[args.index("--target") + 1]) / "requests-2.0.0.dist-info"
+        dist_info.mkdir(parents=True)
+        (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: requests\nVersion: 2.0.0\n")
+
+    monkeypatch.setattr(module, "_pip", pip)
+    with pytest.raises(SystemExit, match=r"holds \['requests'\], which the environment has too"):
+        module.install_isolated("webarena", tmp_path / "webarena")
+
+
+def test_the_webarena_folder_shadows_nothing_and_leaves_only_unimported_requirements_unmet():
+    module = _module()
+    folder = module.isolated_dir("webarena")
+    if not (folder / "browsergym" / "webarena").is_dir():
+        pytest.skip(f"browsergym-webarena is not installed in {folder} (python scripts/install_browsergym.py webarena)")
+    assert module.shadowed(folder) == []
+    # pip check over the environment and the folder: what libwebarena's task code never imports, and
+    # text-generation's cap on huggingface-hub (it imports, its client is never called: no model endpoint is used).
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120, env=env)
+    hub = importlib.metadata.version("huggingface-hub")
+    assert sorted(done.stdout.splitlines()) == [
+        "libwebarena 0.0.4 requires evaluate, which is not installed.",
+        "libwebarena 0.0.4 requires tiktoken, which is not installed.",
+        "libwebarena 0.0.4 requires types-tqdm, which is not installed.",
+        f"text-generation 0.7.0 has requirement huggingface-hub<1.0,>=0.12, but you have huggingface-hub {hub}.",
+    ]
