@@ -40,12 +40,16 @@ class Benchmark:
         env_vars: Environment variables its tasks read (server URLs, credentials); all must be set.
         url_vars: Those of them that are URLs the pages may visit (the network allowlist).
         offline: Whether it runs with no server but the pool's (MiniWoB++: its pages are bundled).
+        page_class: ``module:Class`` whose ``Class(page, page.url)`` the task's ``validate`` gets instead of the
+            page: libwebarena's evaluators are type-checked (beartype) to take a sync Playwright ``Page`` or its
+            ``PseudoPage``, which delegates to any page object.
     """
 
     module: str
     env_vars: tuple[str, ...] = ()
     url_vars: tuple[str, ...] = ()
     offline: bool = False
+    page_class: str = ""
 
 
 _WA = tuple(f"WA_{site}" for site in ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA", "MAP", "HOMEPAGE"))
@@ -54,7 +58,9 @@ _VWA = tuple(
 )
 BENCHMARKS = {
     "miniwob": Benchmark("browsergym.miniwob", offline=True),
-    "webarena": Benchmark("browsergym.webarena", _WA, _WA),
+    "webarena": Benchmark(
+        "browsergym.webarena", _WA, _WA, page_class="webarena.evaluation_harness.helper_functions:PseudoPage"
+    ),
     "visualwebarena": Benchmark("browsergym.visualwebarena", _VWA, tuple(v for v in _VWA if "TOKEN" not in v)),
     "workarena": Benchmark(
         "browsergym.workarena",
@@ -133,6 +139,14 @@ def task_entrypoint(task_name: str) -> Callable[..., Any]:
     return entry.__closure__[names.index("task_entrypoint")].cell_contents
 
 
+def validation_page(benchmark: Benchmark, page: SyncFacade) -> Any:
+    """What the benchmark's ``validate`` gets: the page, or its :attr:`Benchmark.page_class` around it."""
+    if not benchmark.page_class:
+        return page
+    module, name = benchmark.page_class.split(":")
+    return getattr(importlib.import_module(module), name)(page, page.url)
+
+
 def load_browsergym_tasks(pattern: str, seed: int = 0, episodes_per_task: int = 1, max_steps: int = 10) -> list[Task]:
     """One :class:`Task` per (matching BrowserGym task, seeded instance).
 
@@ -179,6 +193,7 @@ class LiveTask:
     Attributes:
         task: The BrowserGym task object.
         page: The :class:`SyncFacade` of the pool's page it acts on.
+        benchmark: Its benchmark.
         goal: Its goal (the instruction).
         reward: The last ``validate`` reward.
         done: Whether ``validate`` ended the episode.
@@ -187,6 +202,7 @@ class LiveTask:
 
     task: Any
     page: SyncFacade
+    benchmark: Benchmark
     goal: str = ""
     reward: float = 0.0
     done: bool = False
@@ -203,7 +219,8 @@ class LiveTask:
                     "browsergym:miniwob tasks need the pool's site server (asyncweb.env.start_site_server)"
                 )
             kwargs["base_url"] = f"{site_origin}{MINIWOB_HTML_PATH}"
-        live = cls(factory(**kwargs), SyncFacade(page, asyncio.get_running_loop(), timeout_s))
+        benchmark = BENCHMARKS[task.metadata["name"].split(".", 1)[0]]
+        live = cls(factory(**kwargs), SyncFacade(page, asyncio.get_running_loop(), timeout_s), benchmark)
         goal, _ = await asyncio.to_thread(live.task.setup, live.page)
         live.goal = goal if isinstance(goal, str) else str(goal)
         return live
@@ -213,7 +230,8 @@ class LiveTask:
         chat = [{"role": "user", "message": self.goal}]
         if answer is not None:
             chat.append({"role": "assistant", "message": answer})
-        reward, done, message, info = await asyncio.to_thread(self.task.validate, self.page, chat)
+        page = validation_page(self.benchmark, self.page)
+        reward, done, message, info = await asyncio.to_thread(self.task.validate, page, chat)
         self.reward, self.done = float(reward), bool(done)
         self.message = [f"browsergym reward {self.reward:g}" + (f": {message}" if message else "")]
         if isinstance(info, dict) and info.get("error"):
