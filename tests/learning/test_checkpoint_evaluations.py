@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.learning import plot, wall_by_step
+from verl_asyncweb.bench.learning import arm_command, plot, wall_by_step
 from verl_asyncweb.learning.evaluate import checkpoint_model, checkpoint_steps, default_output, resolve
 
 
@@ -57,6 +57,18 @@ def test_wall_time_goes_on_over_a_resume_whether_or_not_the_attempt_restarted_it
         cut.write('{"step": 5, "data": {"asyncweb/wa')
     assert wall_by_step(restarted) == {1: 100.0, 2: 130.0, 3: 220.0, 4: 250.0}
     assert wall_by_step(carried) == {1: 100.0, 2: 130.0, 3: 220.0, 4: 250.0}
+
+
+def test_an_arm_saves_at_the_recipes_frequency_only_when_every_checkpoint_is_evaluated(tmp_path):
+    def saves(every_checkpoint, overrides=()):
+        command = arm_command(tmp_path, tmp_path / "warm", 30, list(overrides), "laptop_multistep", every_checkpoint)
+        return [arg for arg in command if arg.startswith("trainer.save_freq=")]
+
+    # --eval-checkpoints: the recipe's save_freq (10 in laptop_multistep) gives the checkpoints to evaluate.
+    assert saves(every_checkpoint=True) == []
+    assert saves(every_checkpoint=False) == ["trainer.save_freq=30"]
+    # A user's --set comes after the bench's and wins (Hydra applies the last).
+    assert saves(False, ["trainer.save_freq=5"]) == ["trainer.save_freq=30", "trainer.save_freq=5"]
 
 
 def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):

@@ -74,8 +74,9 @@ DEMO_TASKS = {
 }
 """Demonstrated by default, per recipe: three of its tasks. RL learned laptop_learning's click-test and focus-text
 from the reward alone (docs/history-2026-12.md, bl13); a warm start shown every task left RL less to add.
-laptop_multistep's undemonstrated tasks resemble demonstrated ones (enter-password: two fields and a button, as
-login-user; click-option: select and submit, as click-checkboxes)."""
+laptop_multistep's demonstrations teach the multi-step layout (fill one or two fields, or tick boxes, then submit);
+of its RL tasks only click-checkboxes is demonstrated, and the typing tasks it cannot learn (docs/learning.md) are
+demonstrated but not trained on."""
 
 
 def _python(*args: str, log: Path) -> None:
@@ -133,6 +134,26 @@ def wall_by_step(run_dir: Path) -> dict[int, float]:
     return dict(read_metrics(metrics_files(run_dir))[0].get(WALL_S, []))
 
 
+def arm_command(
+    run_dir: Path, model: Path, steps: int, overrides: Sequence[str], recipe: str, every_checkpoint: bool
+) -> list[str]:
+    """The ``verl_asyncweb.main`` command of an arm: the recipe from the warm start for ``steps`` steps, saving at
+    the recipe's ``trainer.save_freq`` when ``every_checkpoint`` (each checkpoint is evaluated), else at the last
+    step only; ``overrides`` (the user's ``--set``, then the arm's) come last and win."""
+    save_freq = [] if every_checkpoint else [f"trainer.save_freq={steps}"]
+    return [
+        sys.executable,
+        "-m",
+        "verl_asyncweb.main",
+        f"recipe={recipe}",
+        f"actor_rollout_ref.model.path={model}",
+        f"trainer.default_local_dir={run_dir}",
+        f"trainer.total_training_steps={steps}",
+        *save_freq,
+        *overrides,
+    ]
+
+
 def run_arm(
     name: str,
     overrides: list[str],
@@ -141,24 +162,14 @@ def run_arm(
     steps: int,
     recipe_overrides: list[str],
     recipe: str = "laptop_learning",
+    every_checkpoint: bool = False,
 ) -> dict:
     """One RL run (folder ``out/name``) from the warm start, or the rest of it up to ``steps`` when a shorter one
     exists (verl resumes from its latest checkpoint); returns its wall time, throughput and peak memory."""
     run_dir = out / name
     summary = run_dir / "summary.json"
     if not summary.exists() or json.loads(summary.read_text())["last_step"] < steps:
-        command = [
-            sys.executable,
-            "-m",
-            "verl_asyncweb.main",
-            f"recipe={recipe}",
-            f"actor_rollout_ref.model.path={model}",
-            f"trainer.default_local_dir={run_dir}",
-            f"trainer.total_training_steps={steps}",
-            f"trainer.save_freq={steps}",
-            *recipe_overrides,
-            *overrides,
-        ]
+        command = arm_command(run_dir, model, steps, [*recipe_overrides, *overrides], recipe, every_checkpoint)
         memory = run_dir / "bench_memory.json"
         earlier = json.loads(memory.read_text())["peak_used_mib"] if memory.exists() else 0
         sampler = run_sampled(command, out / f"{name}.log", f"arm {name}")
@@ -383,7 +394,14 @@ def main(argv: list[str]) -> int:
     for name, seed in runs:
         run_name = arm_run_name(name, seed)
         result = run_arm(
-            run_name, [*ARMS[name], *seed_overrides(seed)], model, args.out, args.rl_steps, args.set, args.recipe
+            run_name,
+            [*ARMS[name], *seed_overrides(seed)],
+            model,
+            args.out,
+            args.rl_steps,
+            args.set,
+            args.recipe,
+            every_checkpoint=args.eval_checkpoints,
         )
         run_dir, walls = args.out / run_name, wall_by_step(args.out / run_name)
         saved = checkpoint_steps(run_dir)
