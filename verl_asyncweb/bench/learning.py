@@ -79,6 +79,12 @@ of its RL tasks only click-checkboxes is demonstrated, and the typing tasks it c
 demonstrated but not trained on."""
 
 
+WARM_STEPS = {"laptop_learning": 200, "laptop_multistep": 1000}
+"""Warm-start steps by default, per recipe (batch 4). laptop_multistep's 200-step warm start wrote an executable
+action in 3 of 100 multi-step decisions, too rarely for RL to find mixed groups; 1000 steps wrote one in ~70
+(docs/learning.md)."""
+
+
 def _python(*args: str, log: Path) -> None:
     """Run ``python -m ARGS`` with its output in ``log``; raises if it fails."""
     with log.open("w") as out:
@@ -311,7 +317,13 @@ def main(argv: list[str]) -> int:
         help="task sources to demonstrate, or 'all' (the recipe's training tasks); RL always trains on the recipe's, "
         f"so tasks left out here are learned from the reward alone (default, per recipe: {DEMO_TASKS})",
     )
-    parser.add_argument("--warm-steps", type=int, default=200, help="supervised warm-start steps (partial)")
+    parser.add_argument(
+        "--warm-steps",
+        type=int,
+        default=None,
+        help=f"supervised warm-start steps (default, per recipe: {WARM_STEPS}; a partial warm start for one-action "
+        "episodes, five passes over the demonstrations for multi-step ones)",
+    )
     parser.add_argument("--rl-steps", type=int, default=40, help="RL steps per arm")
     parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
     parser.add_argument("--temperature", type=float, default=0.7, help="evaluation temperature (the rollout's)")
@@ -359,7 +371,7 @@ def main(argv: list[str]) -> int:
             f"--demos={demos}",
             f"--out={model}",
             f"--size={args.size}",
-            f"--steps={args.warm_steps}",
+            f"--steps={args.warm_steps or WARM_STEPS.get(args.recipe, 200)}",
             log=args.out / "warm_start.log",
         )
     manifest = json.loads((demos / "manifest.json").read_text())
