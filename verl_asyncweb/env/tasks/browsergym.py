@@ -213,14 +213,14 @@ class LiveTask:
         """Build the task object with the episode's seed and run its ``setup`` on ``page``."""
         factory = task_entrypoint(task.metadata["name"])
         kwargs: dict[str, Any] = {"seed": task.seed if task.seed is not None else 0}
-        if task.metadata.get("benchmark") == "miniwob":
+        name = task.metadata["benchmark"]
+        if name == "miniwob":
             if not site_origin:
                 raise ValueError(
                     "browsergym:miniwob tasks need the pool's site server (asyncweb.env.start_site_server)"
                 )
             kwargs["base_url"] = f"{site_origin}{MINIWOB_HTML_PATH}"
-        benchmark = BENCHMARKS[task.metadata["name"].split(".", 1)[0]]
-        live = cls(factory(**kwargs), SyncFacade(page, asyncio.get_running_loop(), timeout_s), benchmark)
+        live = cls(factory(**kwargs), SyncFacade(page, asyncio.get_running_loop(), timeout_s), BENCHMARKS[name])
         goal, _ = await asyncio.to_thread(live.task.setup, live.page)
         live.goal = goal if isinstance(goal, str) else str(goal)
         return live
