@@ -6,13 +6,12 @@ import pytest
 
 from verl_asyncweb.agent.memory import MemoryStats, analyze_memory
 from verl_asyncweb.agent.metrics import (
-    CONTEXT_OVERFLOWS,
-    TRAJECTORIES,
     TrajectorySummary,
     aggregate,
     difficulty_slice,
 )
 from verl_asyncweb.compare import metric_names as names
+from verl_asyncweb.compare.metric_names import CONTEXT_OVERFLOWS, ENV_STEPS, TRAJECTORIES
 
 
 def _mem(nbytes: int, keys: set[str], generic: set[str]) -> MemoryStats:
@@ -49,6 +48,7 @@ def test_aggregate_hand_computed_batch():
     metrics = aggregate(_batch())
     expected = {
         TRAJECTORIES: 5.0,
+        ENV_STEPS: 4 + 6 + 2 + 3 + 8,  # every executed action, d's (env-failed) included
         names.ENV_FAILURES: 1.0,
         CONTEXT_OVERFLOWS: 1.0,
         names.SUCCESS_RATE: 2 / 4,  # a, c of a, b, c, e (d is env-failed)
@@ -77,9 +77,9 @@ def test_aggregate_metric_names_are_the_shared_constants():
 
 
 def test_aggregate_empty_and_all_env_failed_only_counts():
-    assert aggregate([]) == {TRAJECTORIES: 0.0, names.ENV_FAILURES: 0.0, CONTEXT_OVERFLOWS: 0.0}
+    assert aggregate([]) == {TRAJECTORIES: 0.0, ENV_STEPS: 0.0, names.ENV_FAILURES: 0.0, CONTEXT_OVERFLOWS: 0.0}
     failed = [TrajectorySummary("x", "t", "easy", env_failed=True, num_steps=2, response_tokens=[3, 3])]
-    assert aggregate(failed) == {TRAJECTORIES: 1.0, names.ENV_FAILURES: 1.0, CONTEXT_OVERFLOWS: 0.0}
+    assert aggregate(failed) == {TRAJECTORIES: 1.0, ENV_STEPS: 2.0, names.ENV_FAILURES: 1.0, CONTEXT_OVERFLOWS: 0.0}
 
 
 def test_aggregate_only_successes_has_no_failure_metrics():

@@ -22,10 +22,6 @@ from dataclasses import dataclass, field
 from verl_asyncweb.agent.memory import MemoryStats, keeps_key_set
 from verl_asyncweb.compare import metric_names as names
 
-# Not (yet) in verl_asyncweb.compare.metric_names; move them there when the readers need them.
-CONTEXT_OVERFLOWS = getattr(names, "CONTEXT_OVERFLOWS", "asyncweb/context_overflows")
-TRAJECTORIES = getattr(names, "TRAJECTORIES", "asyncweb/trajectories")
-
 DIFFICULTY_SLICES = ("easy", "medium", "hard")
 _SLICE_METRIC = {
     "easy": names.SUCCESS_RATE_EASY,
@@ -114,9 +110,10 @@ def aggregate(summaries: Sequence[TrajectorySummary]) -> dict[str, float]:
         ``{metric name: value}``; metrics without data are absent.
     """
     out: dict[str, float | None] = {
-        TRAJECTORIES: float(len(summaries)),
+        names.TRAJECTORIES: float(len(summaries)),
+        names.ENV_STEPS: float(sum(s.num_steps for s in summaries)),
         names.ENV_FAILURES: float(sum(s.env_failed for s in summaries)),
-        CONTEXT_OVERFLOWS: float(sum(s.context_overflow for s in summaries)),
+        names.CONTEXT_OVERFLOWS: float(sum(s.context_overflow for s in summaries)),
     }
     valid = [s for s in summaries if not s.env_failed]
     successes = [s for s in valid if s.success]

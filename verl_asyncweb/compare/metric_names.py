@@ -69,6 +69,10 @@ CONFIG_MODEL_PATH = "actor_rollout_ref.model.path"
 # Episode counts of a step.
 TRAJECTORIES = "asyncweb/trajectories"
 TRAINED_TRAJECTORIES = "asyncweb/trained_trajectories"
+ENV_STEPS = "asyncweb/env_steps"
+"""Actions the step's finished episodes executed in the browser, environment-failed ones included; a branch
+member's own steps only (it restores the first K). Summed over a run, the x axis of equal-environment-step
+comparisons."""
 CONTEXT_OVERFLOWS = "asyncweb/context_overflows"
 
 # Run health.
@@ -128,6 +132,7 @@ DOCUMENTED_METRICS: dict[str, str] = {
     ENV_REMOTE_ENDPOINTS_LOST_TOTAL: REMOTE,
     ENV_REMOTE_CONNECT_FAILURES_TOTAL: REMOTE,
     TRAJECTORIES: EVERY_STEP,
+    ENV_STEPS: EVERY_STEP,
     CONTEXT_OVERFLOWS: EVERY_STEP,
     POLICY_LAG_MEAN: EVERY_STEP,
     POLICY_LAG_MAX: EVERY_STEP,
