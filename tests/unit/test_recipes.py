@@ -407,6 +407,19 @@ def test_the_sync_reinforce_arm_runs_the_baseline_its_recipe_names():
         )
 
 
+def test_the_branch_arms_differ_only_in_step_credit():
+    """``bench learning --arms branch,branch_credit``: the same branch rollouts, episode-level or step-level credit."""
+    arms = {
+        arm: load_config(["recipe=laptop_multistep", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS[arm]])[1]
+        for arm in ("rl", "branch", "branch_credit")
+    }
+    assert {arm: (a.agent.branch_step, a.algo.step_credit) for arm, a in arms.items()} == {
+        "rl": (0, "none"),
+        "branch": (1, "none"),
+        "branch_credit": (1, "branch"),
+    }
+
+
 def test_vanilla_loss_without_verls_bypass_mode_is_refused_naming_the_key():
     with pytest.raises(SetupError, match="algorithm.rollout_correction.bypass_mode must be True"):
         load_config(["asyncweb.algo.loss_mode=vanilla"])

@@ -14,9 +14,10 @@ exists is reused, so an interrupted experiment continues):
    one warm start; the table then gives each arm's mean held-out success with a 95% confidence interval
    (bootstrap over held-out episodes and seeds) and which differences between arms exclude zero.
 
-Reported: demonstration count and recording time, warm-start time, RL wall time, held-out success before and
-after (overall and per task; ``--eval-checkpoints`` also at every saved checkpoint), trajectories per hour, peak
-memory; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the held-out points.
+Reported: demonstration count and recording time, warm-start time, environment steps (browser actions) and RL
+wall time, held-out success before and after (overall and per task; ``--eval-checkpoints`` also at every saved
+checkpoint), trajectories per hour, peak memory, and for branch rollouts the episodes restored from a branch point
+per step; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the held-out points.
 A larger ``--rl-steps`` than an arm's finished run continues that run from its latest checkpoint.
 """
 
@@ -31,7 +32,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import run_sampled
-from verl_asyncweb.compare.metric_names import INVALID_ACTION_RATE, STEPS_PER_TRAJ_SUCCESS, WALL_S
+from verl_asyncweb.compare.metric_names import (
+    BRANCH_MEMBERS,
+    ENV_STEPS,
+    INVALID_ACTION_RATE,
+    STEPS_PER_TRAJ_SUCCESS,
+    WALL_S,
+)
 from verl_asyncweb.compare.runs import metrics_files, read_metrics
 from verl_asyncweb.learning.evaluate import checkpoint_steps, output_file
 from verl_asyncweb.run_folder import RunFolder
@@ -51,6 +58,10 @@ ARMS = {
     ],
     "sync_grpo": ["asyncweb.rollout_mode=sync"],
     "raftpp": ["asyncweb.algo.estimator=raftpp", "algorithm.adv_estimator=raftpp"],
+    # Branch rollouts: each group's members play on from the state its first member reached after one action,
+    # with episode-level credit (branch) or with the actions taken from that shared state compared (branch_credit).
+    "branch": ["asyncweb.agent.branch_step=1"],
+    "branch_credit": ["asyncweb.agent.branch_step=1", "asyncweb.algo.step_credit=branch"],
 }
 """RL arms: ``verl_asyncweb.main`` overrides on top of the recipe and the warm start."""
 
@@ -104,6 +115,13 @@ def demos_args(
         *([f"--tasks={tasks}"] if tasks else []),
         *overrides,
     ]
+
+
+def warm_start_args(demos: Path, model: Path, size: str, steps: int | None, recipe: str) -> list[str]:
+    """Arguments of ``verl_asyncweb.learning.warm_start``: ``steps``, or the recipe's :data:`WARM_STEPS` (200 for
+    a recipe without one)."""
+    steps = steps or WARM_STEPS.get(recipe, 200)
+    return [f"--demos={demos}", f"--out={model}", f"--size={size}", f"--steps={steps}"]
 
 
 def _evaluate(
@@ -184,6 +202,7 @@ def run_arm(
     walls = wall_by_step(run_dir)
     wall = walls[max(data)]
     trajectories = sum(d.get("asyncweb/trained_trajectories", 0) for d in data.values())
+    restores = [d[BRANCH_MEMBERS] for d in data.values() if BRANCH_MEMBERS in d]
     return {
         "arm": name,
         "steps": max(data),
@@ -192,6 +211,10 @@ def run_arm(
         "train_success_first": data[min(data)].get("asyncweb/success_rate"),
         "train_success_last": data[max(data)].get("asyncweb/success_rate"),
         "curve": [(walls[step], d.get("asyncweb/success_rate")) for step, d in sorted(data.items()) if step in walls],
+        # Browser actions executed (a run from before the metric existed has none): equal-environment-step reads.
+        "env_steps": sum(d[ENV_STEPS] for d in data.values()) if all(ENV_STEPS in d for d in data.values()) else None,
+        # Branch rollouts: episodes restored from their group's branch point, per training step.
+        "branch_restores_per_step": sum(restores) / len(restores) if restores else None,
         **json.loads((run_dir / "bench_memory.json").read_text()),
     }
 
@@ -274,20 +297,25 @@ def _table(record: dict) -> str:
         f"{record.get('recipe', 'laptop_learning')} overrides: "
         f"{' '.join(record.get('recipe_overrides') or []) or 'none'}",
         "",
-        "| arm | seed | steps | RL wall min | held-out after | gain | steps to success | invalid actions "
-        "| trained traj/h | peak memory GiB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| arm | seed | steps | env steps | RL wall min | held-out after | gain | steps to success | invalid actions "
+        "| trained traj/h | restores/step | peak memory GiB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
 
     def figure(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.2f}"
 
+    def count(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.0f}"
+
     for r in record["arms"]:
         lines.append(
-            f"| {r['arm']} | {r.get('seed', 0)} | {r['steps']} | {r['rl_wall_s'] / 60:.1f} "
-            f"| {r['held_out_after']:.3f} | {r['held_out_after'] - record['held_out_before']:+.3f} "
+            f"| {r['arm']} | {r.get('seed', 0)} | {r['steps']} | {count(r.get('env_steps'))} "
+            f"| {r['rl_wall_s'] / 60:.1f} | {r['held_out_after']:.3f} "
+            f"| {r['held_out_after'] - record['held_out_before']:+.3f} "
             f"| {figure(r.get('held_out_steps_to_success'))} | {figure(r.get('held_out_invalid_action_rate'))} "
-            f"| {r['trained_trajs_per_hour']:.0f} | {r['peak_used_mib'] / 1024:.1f} |"
+            f"| {r['trained_trajs_per_hour']:.0f} | {figure(r.get('branch_restores_per_step'))} "
+            f"| {r['peak_used_mib'] / 1024:.1f} |"
         )
     lines += arm_summaries(record)
     for r in record["arms"]:
@@ -368,10 +396,7 @@ def main(argv: list[str]) -> int:
     if not (model / "warm_start.json").exists():
         _python(
             "verl_asyncweb.learning.warm_start",
-            f"--demos={demos}",
-            f"--out={model}",
-            f"--size={args.size}",
-            f"--steps={args.warm_steps or WARM_STEPS.get(args.recipe, 200)}",
+            *warm_start_args(demos, model, args.size, args.warm_steps, args.recipe),
             log=args.out / "warm_start.log",
         )
     manifest = json.loads((demos / "manifest.json").read_text())

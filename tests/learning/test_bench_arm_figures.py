@@ -1,0 +1,66 @@
+"""What ``bench learning`` reads from a finished arm (environment steps, branch restores) and its warm-start default."""
+
+import json
+
+import pytest
+
+from verl_asyncweb.bench.learning import _table, run_arm, warm_start_args
+from verl_asyncweb.compare.metric_names import BRANCH_MEMBERS, ENV_STEPS, TRAINED_TRAJECTORIES, WALL_S
+
+
+def _finished_run(run_dir, rows: dict[int, dict]):
+    run_dir.mkdir(parents=True)
+    lines = [json.dumps({"step": step, "data": {WALL_S: 60.0 * step, **data}}) for step, data in rows.items()]
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (run_dir / "summary.json").write_text(json.dumps({"last_step": max(rows)}))
+    (run_dir / "bench_memory.json").write_text(json.dumps({"peak_used_mib": 2048}))
+
+
+def _arm(tmp_path, name, rows):
+    """``run_arm`` on a run folder that already reached its steps: it reads the figures and runs nothing."""
+    _finished_run(tmp_path / name, rows)
+    return run_arm(name, [], tmp_path / "warm", tmp_path, max(rows), [])
+
+
+def test_an_arm_reports_its_environment_steps_and_branch_restores_per_step(tmp_path):
+    rows = {
+        1: {ENV_STEPS: 30.0, BRANCH_MEMBERS: 6.0, TRAINED_TRAJECTORIES: 8.0},
+        2: {ENV_STEPS: 22.0, BRANCH_MEMBERS: 4.0, TRAINED_TRAJECTORIES: 8.0},
+        3: {ENV_STEPS: 5.0, BRANCH_MEMBERS: 2.0, TRAINED_TRAJECTORIES: 4.0},
+    }
+    result = _arm(tmp_path, "branch_credit", rows)
+    assert result["env_steps"] == 57.0
+    assert result["branch_restores_per_step"] == pytest.approx(4.0)
+    assert (result["steps"], result["rl_wall_s"], result["trained_trajs_per_hour"]) == (3, 180.0, 400.0)
+
+
+def test_a_run_without_branching_or_from_before_the_env_steps_metric_shows_none(tmp_path):
+    plain = _arm(tmp_path, "rl", {1: {ENV_STEPS: 9.0}, 2: {ENV_STEPS: 7.0}})
+    assert (plain["env_steps"], plain["branch_restores_per_step"]) == (16.0, None)
+    # One step without the metric (an older attempt's): a partial sum would undercount, so none is given.
+    older = _arm(tmp_path, "old", {1: {}, 2: {ENV_STEPS: 7.0}})
+    assert older["env_steps"] is None
+    record = {
+        "demo_episodes": 10, "demo_steps": 20, "demo_s": 5, "warm_start_steps": 100, "warm_start_s": 60,
+        "warm_start_loss_first": 2.0, "warm_start_loss_last": 0.5, "held_out_before": 0.25, "eval_instances": 4,
+        "temperature": 0.7,
+        "arms": [{**plain, "held_out_after": 0.5, "seed": 0}, {**older, "held_out_after": 0.25, "seed": 1}],
+    }  # fmt: skip
+    rows = [line for line in _table(record).splitlines() if line.startswith(("| rl | 0 |", "| old | 1 |"))]
+    assert [row.split(" | ")[3] for row in rows] == ["16", "n/a"]  # the env steps column
+    assert [row.split(" | ")[-2] for row in rows] == ["n/a", "n/a"]  # restores/step
+
+
+@pytest.mark.parametrize(
+    ("recipe", "steps", "expected"),
+    [
+        ("laptop_multistep", None, 1000),
+        ("laptop_learning", None, 200),
+        ("my_recipe", None, 200),
+        ("laptop_multistep", 50, 50),
+    ],
+)
+def test_the_warm_start_runs_the_recipes_default_steps_unless_given(tmp_path, recipe, steps, expected):
+    demos, warm = tmp_path / "demos", tmp_path / "warm"
+    args = warm_start_args(demos, warm, "small", steps, recipe)
+    assert args == [f"--demos={demos}", f"--out={warm}", "--size=small", f"--steps={expected}"]
