@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything verl_asyncweb needs on Debian with Python 3.11 (root, no GPU, package registries only):
 # Chromium and fonts from Debian, the pinned Python stack from PyPI (torch 2.14.1 + torchvision 0.29.1 come from
-# this machine's wheel store) pinned by constraints/cpu.txt, BrowserGym's MiniWoB++ task package (without its
-# Playwright pin: scripts/install_browsergym.py) and its WebArena one (in a folder of its own, off the environment:
-# ~18 s, 45 MB), the package itself in editable mode, and the offline tiny model.
+# this machine's wheel store) pinned by constraints/cpu.txt, BrowserGym's MiniWoB++ and WorkArena task packages
+# (without BrowserGym's Playwright pin: scripts/install_browsergym.py) and its WebArena and VisualWebArena ones (each
+# in a folder of its own, off the environment: ~18 s, 45 MB and ~13 s, 92 MB), the package itself in editable mode,
+# and the offline tiny model.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,15 +30,9 @@ if ! "$PYTHON" -c "import verl, playwright, miniwob, pytest, ruff, pytest_asynci
   echo "setup: pip install -c constraints/cpu.txt -e .[test]"
   "$PYTHON" -m pip install -q -c constraints/cpu.txt -e ".[test]"
 fi
-if ! "$PYTHON" -c "import browsergym.miniwob" 2>/dev/null; then
-  echo "setup: BrowserGym task packages (scripts/install_browsergym.py)"
-  "$PYTHON" scripts/install_browsergym.py miniwob
-fi
-WEBARENA_DIR="${VERL_ASYNCWEB_CACHE:-$HOME/.cache/verl_asyncweb}/browsergym-webarena"
-if [ ! -d "$WEBARENA_DIR/browsergym/webarena" ]; then
-  echo "setup: BrowserGym's WebArena task package into $WEBARENA_DIR (scripts/install_browsergym.py webarena)"
-  "$PYTHON" scripts/install_browsergym.py webarena
-fi
+# BrowserGym's task packages: MiniWoB++ and WorkArena into the environment, WebArena and VisualWebArena into folders
+# of their own; each one already installed as pinned is skipped.
+"$PYTHON" scripts/install_browsergym.py --if-missing miniwob workarena webarena visualwebarena
 # Always point the editable install (and its verl.plugins entry point) at this checkout.
 "$PYTHON" -m pip install -q --no-deps -e . >/dev/null 2>&1
 "$PYTHON" -m verl_asyncweb.backends.tiny_model >/dev/null
