@@ -11,26 +11,17 @@ stand-ins answer every GET with a blank page, so a site with a login form is as 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib.util
 import json
 import logging
 import os
-import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+from browsergym_standins import INSTALLER, origin, run_probe, stand_ins
 
 logger = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("install_browsergym", REPO / "scripts" / "install_browsergym.py")
-INSTALLER = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(INSTALLER)
 FOLDER = INSTALLER.isolated_dir("webarena")
 SITES = ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA", "MAP", "HOMEPAGE")
 # Task 70 logs into no site ("map": a page load) and is scored by exact match; task 310 logs into GitLab.
@@ -49,62 +40,16 @@ pytestmark = [
 ]
 
 
-class StandIn(BaseHTTPRequestHandler):
-    """A deployment site's stand-in: a blank page for every GET, each path logged on the server."""
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.server.paths.append(self.path)
-        body = f"<html><head><title>stand-in {self.server.site}</title></head><body></body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        with contextlib.suppress(ConnectionError):  # Chromium may drop a favicon request it no longer needs
-            self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def stand_ins():
-    """One loopback server per WebArena site: ``{"WA_MAP": server, ...}`` (``server.paths``: what it was asked)."""
-    servers = {}
-    try:
-        for site in SITES:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
-            server.site, server.paths = site, []
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            servers[f"WA_{site}"] = server
-        yield servers
-    finally:
-        for server in servers.values():
-            server.shutdown()
-            server.server_close()
-
-
-def origin(server: ThreadingHTTPServer) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}"
-
-
-def run_probe(name: str, servers: dict, tmp_path: Path) -> dict:
-    """This file's probe ``name`` in a fresh process, with the folder, the NLTK stand-in and the WA_* URLs."""
-    (tmp_path / "nltk" / "tokenizers" / "punkt_tab").mkdir(parents=True, exist_ok=True)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("WA_")}
-    env.update({variable: origin(server) for variable, server in servers.items()})
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FOLDER), os.environ.get("PYTHONPATH")]))
-    env["NLTK_DATA"] = str(tmp_path / "nltk")
-    env["TMPDIR"] = str(tmp_path)  # BrowserGym writes each set-up task's config there
-    done = subprocess.run(
-        [sys.executable, __file__, name], capture_output=True, text=True, timeout=150, env=env, cwd=REPO
+def probe(name: str, servers: dict, tmp_path) -> dict:
+    """This file's probe ``name`` in a fresh process, with the folder and the WA_* URLs of the stand-ins."""
+    return run_probe(
+        __file__, name, tmp_path, {variable: origin(server) for variable, server in servers.items()}, FOLDER
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_the_tasks_their_configs_and_the_allowlist_come_from_browsergym_and_libwebarena(tmp_path):
-    with stand_ins() as servers:
-        found = run_probe("listing", servers, tmp_path)
+    with stand_ins(f"WA_{site}" for site in SITES) as servers:
+        found = probe("listing", servers, tmp_path)
     assert found["count"] == 812
     assert found["glob"] == ["webarena.31", *(f"webarena.{n}" for n in range(310, 320))]
     # The config is libwebarena's, with __GITLAB__ replaced by WA_GITLAB (libwebarena read it at its import).
@@ -121,8 +66,8 @@ def test_the_tasks_their_configs_and_the_allowlist_come_from_browsergym_and_libw
 
 @pytest.mark.browser
 def test_setup_runs_on_the_pool_page_up_to_the_sites_login_forms(tmp_path):
-    with stand_ins() as servers:
-        found = run_probe("episodes", servers, tmp_path)
+    with stand_ins(f"WA_{site}" for site in SITES) as servers:
+        found = probe("episodes", servers, tmp_path)
     paths = {site: server.paths for site, server in servers.items()}
     # Task 70 sets up (its map "login" is a page load), shows the intent, starts on WA_MAP and is scored by
     # libwebarena's exact match on the answer: 1 for the reference, 0 for another.

