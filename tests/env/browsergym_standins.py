@@ -1,10 +1,11 @@
 """Loopback stand-ins of a BrowserGym benchmark's servers, and the fresh-process probes that run against them
 (tests/env/test_browsergym_webarena.py, _visualwebarena.py and _workarena.py).
 
-A stand-in answers every GET with a page (blank unless the test gives it one, a tiny PNG for a ``.png`` path) and
-every POST with a 404 page, and logs each path on the server. A probe is a test file run as a script in a fresh
-process: benchmark packages read their environment variables at their first import, and the isolated folders
-(scripts/install_browsergym.py) go on ``PYTHONPATH`` there, never into the test process.
+A stand-in answers every GET with a page (blank unless the test gives it one, a tiny PNG for a ``.png`` path), after
+a delay if the test gives one, and every POST with a 404 page, and logs each path on the server. A probe is a test
+file run as a script in a fresh process: benchmark packages read their environment variables at their first
+import, and the isolated folders (scripts/install_browsergym.py) go on ``PYTHONPATH`` there, never into the test
+process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,8 +38,8 @@ def _png() -> bytes:
 
 
 class StandIn(BaseHTTPRequestHandler):
-    """A server's stand-in: ``server.body`` in a page for every GET (a PNG for ``.png``), 404 for every POST; the
-    paths asked for are logged in ``server.paths`` (GET) and ``server.posts`` (POST)."""
+    """A server's stand-in: ``server.body`` in a page for every GET (a PNG for ``.png``) after ``server.delay_s``,
+    404 for every POST; the paths asked for are logged in ``server.paths`` (GET) and ``server.posts`` (POST)."""
 
     def _send(self, code: int, content_type: str, body: bytes) -> None:
         self.send_response(code)
@@ -49,6 +51,7 @@ class StandIn(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.server.paths.append(self.path)
+        time.sleep(self.server.delay_s)
         if self.path.endswith(".png"):
             self._send(200, "image/png", _png())
             return
@@ -65,13 +68,17 @@ class StandIn(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def stand_ins(variables: Iterable[str], bodies: dict[str, str] | None = None) -> Iterator[dict]:
-    """One loopback server per variable: ``{"WA_MAP": server, ...}``; ``bodies`` gives some of them a page body."""
+def stand_ins(
+    variables: Iterable[str], bodies: dict[str, str] | None = None, delays_s: dict[str, float] | None = None
+) -> Iterator[dict]:
+    """One loopback server per variable: ``{"WA_MAP": server, ...}``; ``bodies`` and ``delays_s`` give some of them a
+    page body and a delay before each GET's answer."""
     servers = {}
     try:
         for variable in variables:
             server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
-            server.site, server.body, server.paths, server.posts = variable, (bodies or {}).get(variable, ""), [], []
+            server.site, server.paths, server.posts = variable, [], []
+            server.body, server.delay_s = (bodies or {}).get(variable, ""), (delays_s or {}).get(variable, 0.0)
             threading.Thread(target=server.serve_forever, daemon=True).start()
             servers[variable] = server
         yield servers
