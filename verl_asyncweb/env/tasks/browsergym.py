@@ -201,10 +201,11 @@ def _captioning_once(load: Callable[..., Any]) -> Callable[..., Any]:
 def caption_only_where_evaluated(task: Any) -> None:
     """VisualWebArena's ``before_setup``: its captioning model only for the tasks that caption, once per process.
 
-    Its task's ``setup`` loads BLIP-2 (``Salesforce/blip2-flan-t5-xl``, 3.9 B parameters, from the Hugging Face hub)
-    at every episode; only the ``page_image_query`` evaluation uses it (42 of the 910 tasks). Its loader, looked up
-    by ``setup`` in ``image_utils``, is replaced by one that hands the other tasks a captioner that raises if called
-    and loads the model for these once per process (per device, dtype and name), so the other 868 set up offline.
+    Its task's ``setup`` loads BLIP-2 (``Salesforce/blip2-flan-t5-xl``, about 4 B parameters, from the Hugging Face
+    hub) at every episode; only the ``page_image_query`` evaluation uses it (42 of the 910 tasks). Its loader, looked
+    up by ``setup`` in ``image_utils``, is replaced by one that hands the other tasks a captioner that raises if
+    called and loads the model for these once per process (per device, dtype and name), so the other 868 set up
+    offline.
     """
     from visualwebarena.evaluation_harness import image_utils
 
