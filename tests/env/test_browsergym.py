@@ -65,6 +65,29 @@ async def test_the_task_validates_after_every_action_and_ends_the_episode_itself
     assert (await pool.evaluate(session, task)).reasons == ["browsergym reward 1"]
 
 
+async def test_a_benchmark_whose_setup_changes_the_context_gets_a_new_one_after_each_episode(
+    pool, session, monkeypatch
+):
+    """WorkArena's setup sets a page timeout and adds init scripts to the context at every episode
+    (``Benchmark.fresh_context``): the next episode starts on a new context. Other benchmarks keep theirs."""
+    task = load_browsergym_tasks("miniwob.click-test", seed=5)[0]
+    pollute = "window.__episodes = (window.__episodes || 0) + 1"
+
+    async def scripts_run_after_another_episode():
+        await pool.reset(session, task)
+        await session.context.add_init_script(pollute)  # what WorkArena's setup does to the context
+        before = pool.stats()
+        await pool.reset(session, task)  # tears the first episode down, then sets up the next
+        after = pool.stats()
+        assert not session.last_observation.env_failed
+        ran = await session.page.evaluate("window.__episodes || 0")
+        return ran, *(after[name] - before[name] for name in ("contexts_renewed", "recoveries_context"))
+
+    assert await scripts_run_after_another_episode() == (1, 0, 0)
+    monkeypatch.setitem(BENCHMARKS, "miniwob", dataclasses.replace(BENCHMARKS["miniwob"], fresh_context=True))
+    assert await scripts_run_after_another_episode() == (0, 1, 0)
+
+
 def test_globs_select_tasks_and_bad_sources_are_named():
     names = {task.metadata["name"] for task in load_browsergym_tasks("miniwob.click-tab*")}
     assert names == {

@@ -301,13 +301,22 @@ class BrowserPool(SnapshotMixin):
         )
 
     async def _end_browsergym(self, session: Session) -> None:
-        """Tear down the session's BrowserGym task, if any (its failure is logged: the next reset goes on)."""
+        """Tear down the session's BrowserGym task, if any (its failure is logged: the next reset goes on), and
+        renew the context of a benchmark whose setup changed it (``Benchmark.fresh_context``)."""
         live, session.browsergym = session.browsergym, None
-        if live is not None:
+        if live is None:
+            return
+        try:
+            await asyncio.wait_for(live.teardown(), self.config.close_timeout_s)
+        except Exception as exc:
+            logger.warning("session %d: BrowserGym teardown failed: %s", session.session_id, exc)
+        if live.benchmark.fresh_context:
+            self._stats.add("contexts_renewed")
+            await close_context(session, self.config.close_timeout_s)
             try:
-                await asyncio.wait_for(live.teardown(), self.config.close_timeout_s)
-            except Exception as exc:
-                logger.warning("session %d: BrowserGym teardown failed: %s", session.session_id, exc)
+                await build_context(session, self.config, self._stats, None)
+            except Exception as exc:  # the next reset's health check builds it (counted as a recovery)
+                logger.warning("session %d: new context failed: %s", session.session_id, type(exc).__name__)
 
     async def _observe_miniwob(self, session: Session) -> Observation:
         page, t = session.page, self.config.action_timeout_s

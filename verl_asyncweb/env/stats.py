@@ -10,6 +10,7 @@ COUNTERS = (
     "invalid_actions",
     "timeouts",
     "recoveries_context",
+    "contexts_renewed",
     "recoveries_relaunch",
     "relaunches",
     "env_failures",

