@@ -100,3 +100,31 @@ def test_the_webarena_folder_shadows_nothing_and_leaves_only_unimported_requirem
         "libwebarena 0.0.4 requires types-tqdm, which is not installed.",
         f"text-generation 0.7.0 has requirement huggingface-hub<1.0,>=0.12, but you have huggingface-hub {hub}.",
     ]
+
+
+def test_if_missing_skips_what_is_installed_as_pinned_and_installs_the_rest(tmp_path, monkeypatch):
+    """scripts/setup.sh runs ``--if-missing`` every time: a folder counts as installed only with its pins file (written
+    when its install completed) listing today's pins; an environment package only at its pinned version."""
+    module, calls = _module(), []
+    monkeypatch.setattr(module, "_pip", lambda *args: calls.append(("pip", args[5])))
+    monkeypatch.setattr(module, "install_shared", lambda names: calls.append(("shared", *names)))
+    monkeypatch.setattr(module, "isolated_dir", lambda name: tmp_path / name)
+    pinned = {"browsergym-core==0.14.3", "browsergym-miniwob==0.14.3"}  # workarena is not installed
+    monkeypatch.setattr(module, "_has", lambda pin: pin in pinned)
+    (tmp_path / "webarena").mkdir()
+    (tmp_path / "webarena" / module.PINS).write_text("\n".join(module.ISOLATED["webarena"]) + "\n")
+    (tmp_path / "visualwebarena").mkdir()  # an install that never completed: no pins file
+    module.main(["miniwob", "workarena", "webarena", "visualwebarena"], if_missing=True)
+    assert calls == [("shared", "workarena"), ("pip", str(tmp_path / "visualwebarena"))]
+    assert (tmp_path / "visualwebarena" / module.PINS).read_text().split() == list(module.ISOLATED["visualwebarena"])
+
+    calls.clear()  # everything there now, but the WebArena folder was made with other pins
+    pinned.add("browsergym-workarena==0.5.1")
+    (tmp_path / "webarena" / module.PINS).write_text("libwebarena==0.0.3\n")
+    module.main(["miniwob", "workarena", "webarena", "visualwebarena"], if_missing=True)
+    assert calls == [("pip", str(tmp_path / "webarena"))]  # browsergym-core is there: no shared install
+    calls.clear()
+    module.main(["miniwob", "workarena", "webarena", "visualwebarena"], if_missing=True)
+    assert calls == []
+    with pytest.raises(SystemExit, match=r"unknown benchmarks \['webarna'\]"):
+        module.main(["webarna"], if_missing=True)
