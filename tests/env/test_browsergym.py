@@ -69,23 +69,35 @@ async def test_a_benchmark_whose_setup_changes_the_context_gets_a_new_one_after_
     pool, session, monkeypatch
 ):
     """WorkArena's setup sets a page timeout and adds init scripts to the context at every episode
-    (``Benchmark.fresh_context``): the next episode starts on a new context. Other benchmarks keep theirs."""
-    task = load_browsergym_tasks("miniwob.click-test", seed=5)[0]
-    pollute = "window.__episodes = (window.__episodes || 0) + 1"
+    (``Benchmark.fresh_context``): the next episode starts on a new context, built once with the task's popup
+    switch (WorkArena's tasks allow popups). Other benchmarks keep theirs."""
+    import verl_asyncweb.env.pool as pool_module
 
-    async def scripts_run_after_another_episode():
+    task = dataclasses.replace(load_browsergym_tasks("miniwob.click-test", seed=5)[0], allow_popups=True)
+    pollute = "window.__episodes = (window.__episodes || 0) + 1"
+    builds = []
+
+    def counted(*args):
+        builds.append(args)
+        return build_context(*args)
+
+    build_context = pool_module.build_context
+    monkeypatch.setattr(pool_module, "build_context", counted)
+
+    async def after_another_episode():
         await pool.reset(session, task)
         await session.context.add_init_script(pollute)  # what WorkArena's setup does to the context
-        before = pool.stats()
+        before, built = pool.stats(), len(builds)
         await pool.reset(session, task)  # tears the first episode down, then sets up the next
         after = pool.stats()
-        assert not session.last_observation.env_failed
+        assert not session.last_observation.env_failed and session.context_popups
         ran = await session.page.evaluate("window.__episodes || 0")
-        return ran, *(after[name] - before[name] for name in ("contexts_renewed", "recoveries_context"))
+        renewed, recovered = (after[name] - before[name] for name in ("contexts_renewed", "recoveries_context"))
+        return ran, renewed, recovered, len(builds) - built
 
-    assert await scripts_run_after_another_episode() == (1, 0, 0)
+    assert await after_another_episode() == (1, 0, 0, 0)
     monkeypatch.setitem(BENCHMARKS, "miniwob", dataclasses.replace(BENCHMARKS["miniwob"], fresh_context=True))
-    assert await scripts_run_after_another_episode() == (0, 1, 0)
+    assert await after_another_episode() == (0, 1, 0, 1)
 
 
 def test_globs_select_tasks_and_bad_sources_are_named():

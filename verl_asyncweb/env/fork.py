@@ -223,6 +223,7 @@ class SnapshotMixin:
     # ---- restore --------------------------------------------------------------------------------------------
 
     async def _restore_once(self, session: Session, snap: EnvSnapshot, task: Task) -> Observation:
+        await self._end_browsergym(session)  # first: a benchmark's teardown may renew the context prepared below
         url = await self._prepare_episode(session, task, snap.site_state if snap.kind == "site" else None)
         if snap.kind == "site":
             return await self._restore_site(session, snap)
@@ -232,7 +233,6 @@ class SnapshotMixin:
             await self._check(session, snap, None)
             return await self._observe_miniwob(session)
         if snap.kind == "browsergym":
-            await self._end_browsergym(session)
             await self._reset_browsergym(session, task)
             await self._replay(session, snap)
             await session.browsergym.validate(snap.answer)  # the verdict the episode had at the snapshot

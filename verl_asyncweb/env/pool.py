@@ -157,7 +157,8 @@ class BrowserPool(SnapshotMixin):
     def stats(self) -> dict[str, int]:
         """Counters: episodes, steps, timeouts, recoveries by rung, relaunches (reconnects for remote browsers),
         blocked attempts, failures, snapshots taken / restored / restored by inexact action replay / whose restore
-        did not reproduce them, and remote endpoints: failed connects, endpoints lost and restored."""
+        did not reproduce them, remote endpoints: failed connects, endpoints lost and restored, and contexts renewed
+        after a BrowserGym episode (``Benchmark.fresh_context``)."""
         return self._stats.snapshot()
 
     async def acquire(self) -> Session:
@@ -313,8 +314,8 @@ class BrowserPool(SnapshotMixin):
         if live.benchmark.fresh_context:
             self._stats.add("contexts_renewed")
             await close_context(session, self.config.close_timeout_s)
-            try:
-                await build_context(session, self.config, self._stats, None)
+            try:  # with the popup and download switches of the session's task (the next one's, in a reset)
+                await build_context(session, self.config, self._stats, session.task)
             except Exception as exc:  # the next reset's health check builds it (counted as a recovery)
                 logger.warning("session %d: new context failed: %s", session.session_id, type(exc).__name__)
 
