@@ -175,3 +175,68 @@ async def test_an_episode_of_invalid_actions_still_gets_the_tasks_verdict(pool, 
     assert result.done and session.browsergym.message == []  # no action reached the page
     evaluation = await pool.evaluate(session, task)
     assert (evaluation.reward, evaluation.env_failed, evaluation.reasons) == (0.0, False, ["browsergym reward 0"])
+
+
+async def test_a_setup_that_fails_is_torn_down_and_its_error_raised(monkeypatch):
+    """WorkArena's setup creates a ServiceNow user before it logs in; only ``teardown`` deletes it, so a setup that
+    fails is torn down before its error goes on (to the pool, which counts an environment failure)."""
+    from verl_asyncweb.env.tasks import browsergym
+
+    calls = []
+
+    class FailingTask:  # a task class whose instance is down once its setup has made something
+        def __init__(self, **kwargs):
+            calls.append("init")
+
+        def setup(self, page):
+            calls.append("setup")
+            raise ConnectionError("instance unreachable")
+
+        def teardown(self):
+            calls.append("teardown")
+
+    monkeypatch.setattr(browsergym, "task_entrypoint", lambda name: FailingTask)
+    task = load_browsergym_tasks("miniwob.click-test")[0]
+    with pytest.raises(ConnectionError, match="instance unreachable"):
+        await browsergym.LiveTask.start(task, None, "http://127.0.0.1:9", timeout_s=5)
+    assert calls == ["init", "setup", "teardown"]
+
+
+def test_visualwebarenas_captioning_model_loads_once_only_for_the_tasks_it_scores_and_a_failure_is_kept():
+    import threading
+
+    from verl_asyncweb.env.tasks import browsergym
+
+    loads, results = [], {}
+
+    def load(device, dtype, model_name):
+        loads.append(model_name)
+        if model_name == "offline-model":
+            raise OSError("hub unreachable")
+        return f"captioner:{model_name}"
+
+    get = browsergym._captioning_once(load)
+    scored = type("Task", (), {"task_configs": [{"eval": {"eval_types": ["page_image_query"]}}]})()
+    plain = type("Task", (), {"task_configs": [{"eval": {"eval_types": ["url_match"]}}]})()
+
+    def set_up(task, name):
+        with browsergym.captioning_for(task):
+            results[name] = get("cpu", "float32", "blip")
+
+    threads = [threading.Thread(target=set_up, args=(scored, f"scored{i}")) for i in range(3)]
+    threads.append(threading.Thread(target=set_up, args=(plain, "plain")))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {**{f"scored{i}": "captioner:blip" for i in range(3)}, "plain": browsergym._no_captioning}
+    assert loads == ["blip"]
+    assert get("cpu", "float32", "blip") == "captioner:blip"  # outside a setup: the upstream behaviour, loaded
+    with browsergym.captioning_for(scored), pytest.raises(OSError, match="hub unreachable"):
+        get("cpu", "float32", "offline-model")
+    with browsergym.captioning_for(scored), pytest.raises(RuntimeError, match="failed to load earlier"):
+        get("cpu", "float32", "offline-model")  # at once, without trying the hub again
+    assert loads == ["blip", "offline-model"]
+    with browsergym.captioning_for(plain):
+        assert get("cpu", "float32", "other") is browsergym._no_captioning
+    assert not hasattr(browsergym._captioning, "needed"), "the flag is this setup's only"

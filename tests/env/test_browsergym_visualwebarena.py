@@ -143,13 +143,13 @@ def probe_listing() -> dict:
 
     configs = json.loads(importlib.resources.files(visualwebarena).joinpath("test_raw.json").read_text())
     found["captioning_tasks"] = sum("page_image_query" in config["eval"]["eval_types"] for config in configs)
-    caption_only_where_evaluated(task)
-    found["plain_captioner"] = image_utils.get_captioning_fn("cpu", torch.float32).__name__
-    caption_only_where_evaluated(task_entrypoint(f"visualwebarena.{CAPTIONING_TASK}")(seed=0))
-    try:
-        image_utils.get_captioning_fn("cpu", torch.float32)
-    except OSError as exc:
-        found["captioning_error"] = str(exc)
+    with caption_only_where_evaluated(task):
+        found["plain_captioner"] = image_utils.get_captioning_fn("cpu", torch.float32).__name__
+    with caption_only_where_evaluated(task_entrypoint(f"visualwebarena.{CAPTIONING_TASK}")(seed=0)):
+        try:
+            image_utils.get_captioning_fn("cpu", torch.float32)
+        except OSError as exc:
+            found["captioning_error"] = str(exc)
     return found
 
 

@@ -17,8 +17,10 @@ its ServiceNow instance over HTTP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import importlib
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -31,6 +33,8 @@ from verl_asyncweb.env.tasks.task import Task
 
 PREFIX = "browsergym/"
 MINIWOB_HTML_PATH = "/miniwob/miniwob/"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,8 @@ class Benchmark:
         page_class: ``module:Class`` whose ``Class(page, page.url)`` the task's ``validate`` gets instead of the
             page: libwebarena's and libvisualwebarena's evaluators are type-checked (beartype) to take a sync
             Playwright ``Page`` or their own ``PseudoPage``, which delegates to any page object.
-        before_setup: ``module:function`` called with the task object before its ``setup``, in the same thread.
+        setup_context: ``module:function`` that, given the task object, returns the context manager its ``setup``
+            runs in (entered in the setup's thread).
         fresh_context: Its ``setup`` changes the browser context beyond the episode (WorkArena's sets a 30 s
             default timeout on the page and adds init scripts to the context at every episode), so the pool gives
             the session a new context after its teardown.
@@ -56,7 +61,7 @@ class Benchmark:
     url_vars: tuple[str, ...] = ()
     offline: bool = False
     page_class: str = ""
-    before_setup: str = ""
+    setup_context: str = ""
     fresh_context: bool = False
 
 
@@ -75,7 +80,7 @@ BENCHMARKS = {
         (*_VWA, "OPENAI_API_KEY"),
         tuple(v for v in _VWA if "TOKEN" not in v),
         page_class="visualwebarena.evaluation_harness.helper_functions:PseudoPage",
-        before_setup=f"{__name__}:caption_only_where_evaluated",
+        setup_context=f"{__name__}:caption_only_where_evaluated",
     ),
     "workarena": Benchmark(
         "browsergym.workarena",
@@ -180,7 +185,7 @@ def goal_text(goal: Any) -> str:
 
 CAPTIONING_EVAL = "page_image_query"
 _captioning = threading.local()  # .needed: whether the task being set up in this thread captions pages
-_captioners: dict[tuple[str, str, str], Callable[..., Any]] = {}
+_captioners: dict[tuple[str, str, str], Any] = {}  # a loaded captioner, or the exception its load raised
 _captioners_lock = threading.Lock()
 _patch_lock = threading.Lock()
 
@@ -190,35 +195,55 @@ def _no_captioning(*args: Any, **kwargs: Any) -> Any:
 
 
 def _captioning_once(load: Callable[..., Any]) -> Callable[..., Any]:
+    """``load`` (libvisualwebarena's ``get_captioning_fn``) for the tasks that caption, once per process; a load that
+    failed is not tried again: later setups fail at once instead of waiting out the hub again."""
+
     def get_captioning_fn(device: Any, dtype: Any, model_name: str = "Salesforce/blip2-flan-t5-xl") -> Any:
         if not getattr(_captioning, "needed", True):
             return _no_captioning
-        with _captioners_lock:  # one load per process; the threads setting up such tasks meanwhile wait for it
+        with _captioners_lock:  # the threads setting up such tasks meanwhile wait for the one load
             key = (str(device), str(dtype), model_name)
             if key not in _captioners:
-                _captioners[key] = load(device, dtype, model_name)
-            return _captioners[key]
+                try:
+                    _captioners[key] = load(device, dtype, model_name)
+                except Exception as exc:
+                    _captioners[key] = exc
+                    raise
+            captioner = _captioners[key]
+        if isinstance(captioner, Exception):
+            raise RuntimeError(f"{model_name} failed to load earlier in this process: {captioner}") from captioner
+        return captioner
 
-    get_captioning_fn.loads = load
+    get_captioning_fn.wrapped = load
     return get_captioning_fn
 
 
-def caption_only_where_evaluated(task: Any) -> None:
-    """VisualWebArena's ``before_setup``: its captioning model only for the tasks that caption, once per process.
+@contextlib.contextmanager
+def captioning_for(task: Any):
+    """Within it, this thread's ``get_captioning_fn`` loads the model only if ``task`` is scored by captioning."""
+    configs = getattr(task, "task_configs", None) or [{}]
+    _captioning.needed = any(CAPTIONING_EVAL in config.get("eval", {}).get("eval_types", ()) for config in configs)
+    try:
+        yield
+    finally:
+        del _captioning.needed
+
+
+def caption_only_where_evaluated(task: Any):
+    """VisualWebArena's ``setup_context``: its captioning model only for the tasks that caption, once per process.
 
     Its task's ``setup`` loads BLIP-2 (``Salesforce/blip2-flan-t5-xl``, about 4 B parameters, from the Hugging Face
     hub) at every episode; only the ``page_image_query`` evaluation uses it (42 of the 910 tasks). Its loader, looked
-    up by ``setup`` in ``image_utils``, is replaced by one that hands the other tasks a captioner that raises if
-    called and loads the model for these once per process (per device, dtype and name), so the other 868 set up
-    offline.
+    up by ``setup`` in ``image_utils``, is replaced by :func:`_captioning_once`, which hands the other tasks a
+    captioner that raises if called and loads the model for these once per process (per device, dtype and name), so
+    the other 868 set up offline.
     """
     from visualwebarena.evaluation_harness import image_utils
 
     with _patch_lock:
-        if not hasattr(image_utils.get_captioning_fn, "loads"):
+        if not hasattr(image_utils.get_captioning_fn, "wrapped"):
             image_utils.get_captioning_fn = _captioning_once(image_utils.get_captioning_fn)
-    configs = getattr(task, "task_configs", None) or [{}]
-    _captioning.needed = any(CAPTIONING_EVAL in config.get("eval", {}).get("eval_types", ()) for config in configs)
+    return captioning_for(task)
 
 
 def load_browsergym_tasks(pattern: str, seed: int = 0, episodes_per_task: int = 1, max_steps: int = 10) -> list[Task]:
@@ -296,14 +321,23 @@ class LiveTask:
             kwargs["base_url"] = f"{site_origin}{MINIWOB_HTML_PATH}"
         facade = SyncFacade(page, asyncio.get_running_loop(), timeout_s)
         live = cls(await asyncio.to_thread(factory, **kwargs), facade, BENCHMARKS[name])
-        goal, _ = await asyncio.to_thread(live._setup)
+        try:
+            goal, _ = await asyncio.to_thread(live._setup)
+        except Exception:
+            # What a failed setup made before it failed (WorkArena creates a user first) goes with its teardown.
+            try:
+                await asyncio.wait_for(live.teardown(), timeout_s)
+            except Exception as exc:
+                logger.warning("teardown of %s after its failed setup failed too: %s", task.task_id, exc)
+            raise
         live.goal = goal_text(goal)
         return live
 
     def _setup(self) -> tuple[Any, dict]:
-        if self.benchmark.before_setup:
-            _attribute(self.benchmark.before_setup)(self.task)
-        return self.task.setup(self.page)
+        if not self.benchmark.setup_context:
+            return self.task.setup(self.page)
+        with _attribute(self.benchmark.setup_context)(self.task):
+            return self.task.setup(self.page)
 
     async def validate(self, answer: str | None) -> tuple[float, bool]:
         """BrowserGym's verdict on the page now; an answer is the assistant's last chat message."""
