@@ -1,4 +1,4 @@
-"""What ``bench learning`` reads from a finished arm (environment steps, branch restores) and its warm-start default."""
+"""What ``bench learning`` reads from a finished arm (environment steps, branch members) and its warm-start default."""
 
 import json
 
@@ -22,7 +22,7 @@ def _arm(tmp_path, name, rows):
     return run_arm(name, [], tmp_path / "warm", tmp_path, max(rows), [])
 
 
-def test_an_arm_reports_its_environment_steps_and_branch_restores_per_step(tmp_path):
+def test_an_arm_reports_its_environment_steps_and_branch_members_per_step(tmp_path):
     rows = {
         1: {ENV_STEPS: 30.0, BRANCH_MEMBERS: 6.0, TRAINED_TRAJECTORIES: 8.0},
         2: {ENV_STEPS: 22.0, BRANCH_MEMBERS: 4.0, TRAINED_TRAJECTORIES: 8.0},
@@ -30,13 +30,13 @@ def test_an_arm_reports_its_environment_steps_and_branch_restores_per_step(tmp_p
     }
     result = _arm(tmp_path, "branch_credit", rows)
     assert result["env_steps"] == 57.0
-    assert result["branch_restores_per_step"] == pytest.approx(4.0)
+    assert result["branch_members_per_step"] == pytest.approx(4.0)
     assert (result["steps"], result["rl_wall_s"], result["trained_trajs_per_hour"]) == (3, 180.0, 400.0)
 
 
 def test_a_run_without_branching_or_from_before_the_env_steps_metric_shows_none(tmp_path):
     plain = _arm(tmp_path, "rl", {1: {ENV_STEPS: 9.0}, 2: {ENV_STEPS: 7.0}})
-    assert (plain["env_steps"], plain["branch_restores_per_step"]) == (16.0, None)
+    assert (plain["env_steps"], plain["branch_members_per_step"]) == (16.0, None)
     # One step without the metric (an older attempt's): a partial sum would undercount, so none is given.
     older = _arm(tmp_path, "old", {1: {}, 2: {ENV_STEPS: 7.0}})
     assert older["env_steps"] is None
@@ -48,7 +48,7 @@ def test_a_run_without_branching_or_from_before_the_env_steps_metric_shows_none(
     }  # fmt: skip
     rows = [line for line in _table(record).splitlines() if line.startswith(("| rl | 0 |", "| old | 1 |"))]
     assert [row.split(" | ")[3] for row in rows] == ["16", "n/a"]  # the env steps column
-    assert [row.split(" | ")[-2] for row in rows] == ["n/a", "n/a"]  # restores/step
+    assert [row.split(" | ")[-2] for row in rows] == ["n/a", "n/a"]  # members/step
 
 
 @pytest.mark.parametrize(

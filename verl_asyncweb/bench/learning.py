@@ -14,10 +14,11 @@ exists is reused, so an interrupted experiment continues):
    one warm start; the table then gives each arm's mean held-out success with a 95% confidence interval
    (bootstrap over held-out episodes and seeds) and which differences between arms exclude zero.
 
-Reported: demonstration count and recording time, warm-start time, environment steps (browser actions) and RL
-wall time, held-out success before and after (overall and per task; ``--eval-checkpoints`` also at every saved
-checkpoint), trajectories per hour, peak memory, and for branch rollouts the episodes restored from a branch point
-per step; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the held-out points.
+Reported: demonstration count and recording time, warm-start time, environment (policy) steps and RL wall
+time, held-out success before and after (overall and per task; ``--eval-checkpoints`` also at every saved
+checkpoint), trajectories per hour, peak memory, and for branch rollouts the episodes played on from a restored
+branch point per step; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the
+held-out points.
 A larger ``--rl-steps`` than an arm's finished run continues that run from its latest checkpoint.
 """
 
@@ -202,7 +203,7 @@ def run_arm(
     walls = wall_by_step(run_dir)
     wall = walls[max(data)]
     trajectories = sum(d.get("asyncweb/trained_trajectories", 0) for d in data.values())
-    restores = [d[BRANCH_MEMBERS] for d in data.values() if BRANCH_MEMBERS in d]
+    members = [d[BRANCH_MEMBERS] for d in data.values() if BRANCH_MEMBERS in d]
     return {
         "arm": name,
         "steps": max(data),
@@ -211,10 +212,10 @@ def run_arm(
         "train_success_first": data[min(data)].get("asyncweb/success_rate"),
         "train_success_last": data[max(data)].get("asyncweb/success_rate"),
         "curve": [(walls[step], d.get("asyncweb/success_rate")) for step, d in sorted(data.items()) if step in walls],
-        # Browser actions executed (a run from before the metric existed has none): equal-environment-step reads.
+        # Policy steps (a run from before the metric existed has none): equal-environment-step reads.
         "env_steps": sum(d[ENV_STEPS] for d in data.values()) if all(ENV_STEPS in d for d in data.values()) else None,
-        # Branch rollouts: episodes restored from their group's branch point, per training step.
-        "branch_restores_per_step": sum(restores) / len(restores) if restores else None,
+        # Branch rollouts: episodes that played on from their group's restored branch point, per training step.
+        "branch_members_per_step": sum(members) / len(members) if members else None,
         **json.loads((run_dir / "bench_memory.json").read_text()),
     }
 
@@ -298,7 +299,7 @@ def _table(record: dict) -> str:
         f"{' '.join(record.get('recipe_overrides') or []) or 'none'}",
         "",
         "| arm | seed | steps | env steps | RL wall min | held-out after | gain | steps to success | invalid actions "
-        "| trained traj/h | restores/step | peak memory GiB |",
+        "| trained traj/h | members/step | peak memory GiB |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
 
@@ -314,7 +315,7 @@ def _table(record: dict) -> str:
             f"| {r['rl_wall_s'] / 60:.1f} | {r['held_out_after']:.3f} "
             f"| {r['held_out_after'] - record['held_out_before']:+.3f} "
             f"| {figure(r.get('held_out_steps_to_success'))} | {figure(r.get('held_out_invalid_action_rate'))} "
-            f"| {r['trained_trajs_per_hour']:.0f} | {figure(r.get('branch_restores_per_step'))} "
+            f"| {r['trained_trajs_per_hour']:.0f} | {figure(r.get('branch_members_per_step'))} "
             f"| {r['peak_used_mib'] / 1024:.1f} |"
         )
     lines += arm_summaries(record)

@@ -70,9 +70,10 @@ CONFIG_MODEL_PATH = "actor_rollout_ref.model.path"
 TRAJECTORIES = "asyncweb/trajectories"
 TRAINED_TRAJECTORIES = "asyncweb/trained_trajectories"
 ENV_STEPS = "asyncweb/env_steps"
-"""Actions the step's finished episodes executed in the browser, environment-failed ones included; a branch
-member's own steps only (it restores the first K). Summed over a run, the x axis of equal-environment-step
-comparisons."""
+"""Policy steps of the step's finished episodes (one model call and its action each, invalid ones included),
+environment-failed ones included; a branch member's own steps only: its restore re-executes the anchor's first K
+recorded actions (MiniWoB++, BrowserGym) or copies the state (bundled sites), with no model call. Summed over a run,
+the x axis of equal-environment-step comparisons."""
 CONTEXT_OVERFLOWS = "asyncweb/context_overflows"
 
 # Run health.
