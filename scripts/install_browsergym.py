@@ -190,7 +190,16 @@ def installed(benchmark: str) -> bool:
     if benchmark in ISOLATED:
         pins = isolated_dir(benchmark) / PINS
         return pins.is_file() and pins.read_text().split() == list(ISOLATED[benchmark])
-    return all(_has(pin) for pin in SHARED[benchmark][0])
+    packages, requires = SHARED[benchmark]
+    return relaxed_core() and all(_has(pin) for pin in (*packages, *requires))
+
+
+def relaxed_core() -> bool:
+    """Whether browsergym-core is installed at its version with this script's relaxed requirements."""
+    if not _has(f"browsergym-core=={VERSION}"):
+        return False
+    requires = importlib.metadata.requires("browsergym-core") or []
+    return "playwright>=1.44" in requires and not any(r.startswith(("mcp", "playwright==")) for r in requires)
 
 
 def main(benchmarks: list[str], if_missing: bool = False) -> None:
@@ -205,7 +214,7 @@ def main(benchmarks: list[str], if_missing: bool = False) -> None:
         if not benchmarks:
             return
     shared = [name for name in benchmarks if name not in ISOLATED]
-    if shared or not (if_missing and _has(f"browsergym-core=={VERSION}")):  # the folders' packages need it too
+    if shared or not (if_missing and relaxed_core()):  # the folders' packages need it too
         install_shared(shared)
     for name in benchmarks:
         if name in ISOLATED:

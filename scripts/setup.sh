@@ -3,7 +3,7 @@
 # Chromium and fonts from Debian, the pinned Python stack from PyPI (torch 2.14.1 + torchvision 0.29.1 come from
 # this machine's wheel store) pinned by constraints/cpu.txt, BrowserGym's MiniWoB++ and WorkArena task packages
 # (without BrowserGym's Playwright pin: scripts/install_browsergym.py) and its WebArena and VisualWebArena ones (each
-# in a folder of its own, off the environment: ~18 s, 45 MB and ~13 s, 92 MB), the package itself in editable mode,
+# in a folder of its own, off the environment: 45 MB and 92 MB), the package itself in editable mode,
 # and the offline tiny model.
 # Idempotent: a second run only checks.
 set -euo pipefail

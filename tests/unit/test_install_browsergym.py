@@ -118,13 +118,21 @@ def test_if_missing_skips_what_is_installed_as_pinned_and_installs_the_rest(tmp_
     assert calls == [("shared", "workarena"), ("pip", str(tmp_path / "visualwebarena"))]
     assert (tmp_path / "visualwebarena" / module.PINS).read_text().split() == list(module.ISOLATED["visualwebarena"])
 
+    calls.clear()  # WorkArena's package is there, one of the requirements it added is not
+    pinned.update(["browsergym-workarena==0.5.1", "english-words==2.0.2", "faker==40.63.0"])
+    module.main(["workarena"], if_missing=True)
+    assert calls == [("shared", "workarena")]
+
     calls.clear()  # everything there now, but the WebArena folder was made with other pins
-    pinned.add("browsergym-workarena==0.5.1")
+    pinned.add("tenacity==9.2.1")
     (tmp_path / "webarena" / module.PINS).write_text("libwebarena==0.0.3\n")
     module.main(["miniwob", "workarena", "webarena", "visualwebarena"], if_missing=True)
     assert calls == [("pip", str(tmp_path / "webarena"))]  # browsergym-core is there: no shared install
     calls.clear()
     module.main(["miniwob", "workarena", "webarena", "visualwebarena"], if_missing=True)
     assert calls == []
+    monkeypatch.setattr(module, "relaxed_core", lambda: False)  # browsergym-core reinstalled with its pins
+    module.main(["miniwob", "webarena"], if_missing=True)
+    assert calls == [("shared", "miniwob")]
     with pytest.raises(SystemExit, match=r"unknown benchmarks \['webarna'\]"):
         module.main(["webarna"], if_missing=True)
