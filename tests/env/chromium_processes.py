@@ -33,6 +33,20 @@ def chromium_under(pid: int | None = None) -> set[int]:
     return descendants(pid, lambda process: "chrom" in process.name().lower())
 
 
+def browser_processes(pids: set[int]) -> set[int]:
+    """Those of ``pids`` that are a browser's main process, i.e. a launch: a renderer's, zygote's or GPU process's
+    parent is a Chromium process, a browser's is Playwright's driver. One that exited meanwhile is left out."""
+    found = set()
+    for pid in pids:
+        try:
+            parent = psutil.Process(pid).parent()
+            if parent is None or "chrom" not in parent.name().lower():
+                found.add(pid)
+        except psutil.Error:
+            pass
+    return found
+
+
 def our_chromium_pids() -> set[int]:
     """Chromium processes descended from this test process (never anyone else's)."""
     return chromium_under()
