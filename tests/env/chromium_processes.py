@@ -52,6 +52,30 @@ def our_chromium_pids() -> set[int]:
     return chromium_under()
 
 
+def _browser_of(process: psutil.Process) -> int:
+    """The browser main process ``process`` belongs to: its topmost ancestor that is still Chromium."""
+    while (parent := process.parent()) is not None and "chrom" in parent.name().lower():
+        process = parent
+    return process.pid
+
+
+def chromium_since(before: set[int]) -> set[int]:
+    """Chromium processes of this test process that are not in ``before`` and not of a browser in ``before``.
+
+    Pools that outlive a test (session fixtures) keep starting renderers at any time; counting every new
+    Chromium process would blame those on the test's own pool (CI saw it twice). One that exits while read is left out.
+    """
+    old_browsers = browser_processes(before)
+    found = set()
+    for pid in our_chromium_pids() - before:
+        try:
+            if _browser_of(psutil.Process(pid)) not in old_browsers:
+                found.add(pid)
+        except psutil.Error:
+            pass
+    return found
+
+
 async def kill_browser(pids: set[int], sessions) -> None:
     """SIGKILL ``pids`` (every process of one pool's browser) and wait until the sessions' pages notice."""
     for pid in pids:

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 from aiohttp import web
-from chromium_processes import kill_browser, our_chromium_pids
+from chromium_processes import chromium_since, kill_browser, our_chromium_pids
 
 from verl_asyncweb.env import BrowserPool, EnvSnapshot, Task, load_tasks
 from verl_asyncweb.env.actions import Answer, GoBack, KeyPress, LeftClick, Navigate, Scroll, TypeText, Wait
@@ -182,7 +182,7 @@ async def test_go_back_after_restore_walks_the_episodes_history_and_stops_at_its
 async def test_restore_after_chromium_relaunch_repeats_the_original(make_config):
     before = our_chromium_pids()
     async with BrowserPool(make_config(pages_per_browser=1, deterministic_clock=True)) as pool:
-        mine = our_chromium_pids() - before
+        mine = chromium_since(before)
         async with pool.session() as s:
             task = load_tasks("miniwob", names=["enter-text"], seed=7)[0]
             first = await pool.reset(s, task)

@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from chromium_processes import descendants, gone, kill_browser, our_chromium_pids
+from chromium_processes import chromium_since, descendants, gone, kill_browser, our_chromium_pids
 
 from verl_asyncweb.env import BrowserPool, load_tasks
 from verl_asyncweb.env.tasks.site_checks import run_oracle
@@ -21,7 +21,7 @@ async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succee
     task = tasks["site/shop/add-p1"]
     shared_before = our_chromium_pids()
     async with BrowserPool(make_config(num_browsers=1, pages_per_browser=2)) as pool:
-        mine = our_chromium_pids() - shared_before
+        mine = chromium_since(shared_before)
         assert mine
         sessions = [await pool.acquire() for _ in range(2)]
         for s in sessions:
@@ -43,7 +43,7 @@ async def test_killed_browser_fails_in_flight_episodes_and_later_episodes_succee
                 await run_oracle(pool, s, obs, site_task_spec(task).plan)
                 assert (await pool.evaluate(s, task)).success
         assert pool.stats()["relaunches"] == stats["relaunches"]
-    leaked = [p for p in our_chromium_pids() - shared_before if not gone(p)]
+    leaked = [p for p in chromium_since(shared_before) if not gone(p)]
     assert not leaked, leaked
 
 
@@ -51,10 +51,10 @@ async def test_pool_close_leaves_no_chromium_process(make_config):
     before = our_chromium_pids()
     pool = BrowserPool(make_config(num_browsers=2, pages_per_browser=1))
     await pool.start()
-    assert our_chromium_pids() - before
+    assert chromium_since(before)
     await pool.close()
     await pool.close()  # idempotent
-    assert not (our_chromium_pids() - before)
+    assert not chromium_since(before)
 
 
 async def test_reset_on_dead_browser_relaunches_before_the_episode(make_config):
@@ -88,6 +88,6 @@ async def test_a_start_that_fails_half_way_leaves_no_browser_or_driver(make_conf
             await pool.start()
         await pool.close()  # nothing started: a no-op
     await asyncio.sleep(0.5)
-    alive = [p for p in our_chromium_pids() - before_chromium if not gone(p)]
+    alive = [p for p in chromium_since(before_chromium) if not gone(p)]
     assert not alive, alive
     assert not (_our_playwright_drivers() - before_drivers)

@@ -14,7 +14,7 @@ import sys
 
 import psutil
 import pytest
-from chromium_processes import browser_processes, chromium_under, gone, our_chromium_pids
+from chromium_processes import chromium_since, chromium_under, gone, our_chromium_pids
 from conftest import pool_config
 from test_hostile import hostile_task
 
@@ -76,11 +76,10 @@ async def remote_pool(server):
     config = pool_config(
         pages_per_browser=1, remote_endpoints=(server.endpoint,), site_public_host="localhost", launch_timeout_s=10
     )
-    elsewhere = our_chromium_pids() - chromium_under(server.pid)  # other tests' pools, alive in this session
+    before = our_chromium_pids()  # the server's browser and other tests' pools, alive in this session
     async with BrowserPool(config) as pool:
-        # Connecting launches nothing here: no browser started outside the server. (Other pools' browsers may start
-        # a renderer meanwhile: CI once saw one appear between the two reads.)
-        assert browser_processes(our_chromium_pids() - chromium_under(server.pid) - elsewhere) == set()
+        # Connecting launches nothing here: no new browser, nor any process of one.
+        assert chromium_since(before) == set()
         yield pool
 
 
