@@ -2,7 +2,10 @@
 without its Playwright pin) set up and validate episodes on the pool's async page through the sync facade, and
 give the rewards our MiniWoB++ loader gives to the same scripted actions on the same instances."""
 
+import asyncio
 import dataclasses
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -200,6 +203,45 @@ async def test_a_setup_that_fails_is_torn_down_and_its_error_raised(monkeypatch)
     with pytest.raises(ConnectionError, match="instance unreachable"):
         await browsergym.LiveTask.start(task, None, "http://127.0.0.1:9", timeout_s=5)
     assert calls == ["init", "setup", "teardown"]
+
+
+async def test_setups_hanging_on_their_server_keep_threads_of_their_own(monkeypatch, caplog):
+    """A setup blocked on its server (WorkArena's instance check waits up to 30000 s) runs on after the pool's reset
+    timeout. More of them than the event loop's default executor has threads leave that executor free (name lookups
+    of the rollout's HTTP calls use it), and each one left running is logged."""
+    from verl_asyncweb.env.task_threads import busy_task_threads
+    from verl_asyncweb.env.tasks import browsergym
+
+    release = threading.Event()
+
+    class HangingTask:  # a task class whose server does not answer until released
+        def __init__(self, **kwargs):
+            pass
+
+        def setup(self, page):
+            release.wait(60)
+            raise ConnectionError("instance unreachable")
+
+    monkeypatch.setattr(browsergym, "task_entrypoint", lambda name: HangingTask)
+    task = load_browsergym_tasks("miniwob.click-test")[0]
+    hung = min(32, (os.cpu_count() or 1) + 4) + 1  # one more than the default executor's threads
+    loop = asyncio.get_running_loop()
+    try:
+        for _ in range(hung):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(browsergym.LiveTask.start(task, None, "http://127.0.0.1:9", 5), 0.1)
+        assert busy_task_threads() == hung
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
+        assert await asyncio.wait_for(loop.getaddrinfo("127.0.0.1", 80), 5)
+    finally:
+        release.set()
+    gave_up = [r for r in caplog.records if "goes on in its thread after its caller gave up" in r.getMessage()]
+    assert len(gave_up) == hung and f"({hung} of 64 task threads busy)" in gave_up[-1].getMessage()
+    for _ in range(100):
+        if busy_task_threads() == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert busy_task_threads() == 0
 
 
 def test_visualwebarenas_captioning_model_loads_once_only_for_the_tasks_it_scores_and_a_failure_is_kept():

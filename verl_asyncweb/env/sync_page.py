@@ -2,8 +2,8 @@
 
 BrowserGym's tasks take a ``playwright.sync_api.Page`` (``setup(page)``, ``validate(page, chat)``). The pool drives
 Chromium through the async API on its event loop, and one process cannot hold both APIs' drivers on one loop. So
-the task code runs in a worker thread (``asyncio.to_thread``) and gets a :class:`SyncFacade` of the pool's own page:
-every attribute is the async object's; a call that returns an awaitable is run on the pool's loop
+the task code runs in a worker thread (:mod:`verl_asyncweb.env.task_threads`) and gets a :class:`SyncFacade` of
+the pool's own page: every attribute is the async object's; a call that returns an awaitable is run on the pool's loop
 (``run_coroutine_threadsafe``) and waited for, bounded by ``timeout_s``; Playwright objects it returns (locators,
 frames, element handles, the context) come back wrapped the same way. No second browser client, no CDP port:
 the task acts on the very page the agent sees, with the pool's network policy and recovery ladder. The cost is a

@@ -11,7 +11,8 @@ allowlist and recovery ladder are the pool's, as for every other source.
 MiniWoB++ through BrowserGym is served by the pool's own site server (``base_url``), offline. The other benchmarks
 reach their servers through BrowserGym's environment variables (:data:`BENCHMARKS`), checked when the tasks are
 loaded, naming the missing ones. The task object is built in the worker thread too: WorkArena's constructor checks
-its ServiceNow instance over HTTP.
+its ServiceNow instance over HTTP. The worker threads are not the event loop's default executor
+(:mod:`verl_asyncweb.env.task_threads`): a call that hangs on its server keeps only a thread of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from verl_asyncweb.env.sync_page import SyncFacade
+from verl_asyncweb.env.task_threads import run_task_code
 from verl_asyncweb.env.tasks.task import Task
 
 PREFIX = "browsergym/"
@@ -320,9 +322,9 @@ class LiveTask:
                 )
             kwargs["base_url"] = f"{site_origin}{MINIWOB_HTML_PATH}"
         facade = SyncFacade(page, asyncio.get_running_loop(), timeout_s)
-        live = cls(await asyncio.to_thread(factory, **kwargs), facade, BENCHMARKS[name])
+        live = cls(await run_task_code(factory, **kwargs), facade, BENCHMARKS[name])
         try:
-            goal, _ = await asyncio.to_thread(live._setup)
+            goal, _ = await run_task_code(live._setup)
         except Exception:
             # What a failed setup made before it failed (WorkArena creates a user first) goes with its teardown.
             try:
@@ -345,7 +347,7 @@ class LiveTask:
         if answer is not None:
             chat.append({"role": "assistant", "message": answer})
         page = validation_page(self.benchmark, self.page)
-        reward, done, message, info = await asyncio.to_thread(self.task.validate, page, chat)
+        reward, done, message, info = await run_task_code(self.task.validate, page, chat)
         self.reward, self.done = float(reward), bool(done)
         self.message = [f"browsergym reward {self.reward:g}" + (f": {message}" if message else "")]
         if isinstance(info, dict) and info.get("error"):
@@ -353,4 +355,4 @@ class LiveTask:
         return self.reward, self.done
 
     async def teardown(self) -> None:
-        await asyncio.to_thread(self.task.teardown)
+        await run_task_code(self.task.teardown)
