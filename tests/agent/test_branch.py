@@ -74,7 +74,6 @@ async def _start_anchor(loop, group: str, task):
     return run
 
 
-@pytest.mark.asyncio(loop_scope="session")
 async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_path, tmp_path, monkeypatch):
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
     cfg = _config(tiny_model_path, group_size=3)
@@ -156,7 +155,6 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
     assert replay_main([str(tmp_path), loops[0].report["traj_id"], "0"]) == 2, "step 0 has no kept point"
 
 
-@pytest.mark.asyncio(loop_scope="session")
 async def test_members_play_whole_episodes_when_the_anchor_ends_before_the_branch_step_and_validation_never_branches(
     ray_cluster, tiny_model_path, tmp_path, monkeypatch
 ):

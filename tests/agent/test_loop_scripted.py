@@ -73,7 +73,6 @@ async def _close_shared_pool():
         _SharedPool.pool = None
 
 
-@pytest.mark.asyncio(loop_scope="session")
 async def test_scripted_policy_succeeds_with_one_sample_per_step(ray_cluster, trainer_config, tiny_model_path):
     from verl_asyncweb.config.schema import AsyncWebConfig
 
@@ -115,7 +114,6 @@ class _ReportingLoop(WebAgentLoop):
         self.reports.append(summary)
 
 
-@pytest.mark.asyncio(loop_scope="session")
 async def test_an_episode_that_raises_is_reported_so_its_screenshots_are_released(
     ray_cluster, trainer_config, tiny_model_path
 ):

@@ -20,7 +20,7 @@ from verl_asyncweb.env.tasks.browsergym import (
     parse_pattern,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 PARITY_TASKS = ["click-test", "click-button", "enter-text", "login-user", "click-checkboxes"]
 # The oracle's wrong plan exists on every instance of these (a wrong click, a misspelt text); click-button's needs a

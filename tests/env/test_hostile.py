@@ -8,7 +8,7 @@ import pytest
 from verl_asyncweb.env import Task
 from verl_asyncweb.env.oracle import click, tool_call
 
-pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 HANG_BOUND = 3
 """A step ends within this many step timeouts: the timeout itself, then recovery (closing the context, opening a new
 page) inside the failing step, with room for a busy machine. A hang is unbounded."""

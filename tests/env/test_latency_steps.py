@@ -7,7 +7,7 @@ import pytest
 from verl_asyncweb.env import BrowserPool, load_tasks
 from verl_asyncweb.env.config import LatencyConfig
 
-pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
 DELAY_S = 0.5
 

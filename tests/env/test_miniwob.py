@@ -5,7 +5,7 @@ import pytest
 from verl_asyncweb.env import load_tasks
 from verl_asyncweb.env.miniwob_oracle import ORACLE_TASKS, miniwob_actions
 
-pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
 
 async def solve(pool, session, obs, name, correct):

@@ -9,7 +9,7 @@ from verl_asyncweb.env import BrowserPool, load_tasks
 from verl_asyncweb.env.tasks.site_checks import run_oracle
 from verl_asyncweb.env.tasks.sites import site_task_spec
 
-pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 
 WAIT_ACTION = '<tool_call>{"name":"wait","arguments":{"time":0}}</tool_call>'

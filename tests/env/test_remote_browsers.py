@@ -29,7 +29,7 @@ from verl_asyncweb.env.stats import PoolStats
 from verl_asyncweb.env.tasks.site_checks import run_oracle
 from verl_asyncweb.env.tasks.sites import site_task_spec
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.timeout(120)]
 browser = pytest.mark.browser
 WAIT_ACTION = '<tool_call>{"name":"wait","arguments":{"time":0}}</tool_call>'
 ENDPOINT = re.compile(r"ws://127\.0\.0\.1:\d+/[A-Za-z0-9_-]{32}")

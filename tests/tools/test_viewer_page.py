@@ -69,7 +69,6 @@ def _assert_clean(log) -> None:
 
 
 @pytest.mark.browser
-@pytest.mark.asyncio(loop_scope="session")
 async def test_viewer_page_renders_filters_and_shows_screenshot_with_click_marker(viewer_page, tmp_path):
     page, log = viewer_page
     run = build_run(tmp_path / "run", hostile=True)
@@ -131,7 +130,6 @@ async def test_viewer_page_renders_filters_and_shows_screenshot_with_click_marke
 
 
 @pytest.mark.browser
-@pytest.mark.asyncio(loop_scope="session")
 async def test_viewer_page_missing_screenshot_and_corrupt_metrics_show_visible_warning(viewer_page, tmp_path):
     page, log = viewer_page
     run = build_run(tmp_path / "run", missing_screenshot=True, corrupt_metrics=True, corrupt_episode=True)
@@ -176,7 +174,6 @@ def test_branch_view_offers_the_replay_command_only_for_a_kept_point(tmp_path):
 
 
 @pytest.mark.browser
-@pytest.mark.asyncio(loop_scope="session")
 async def test_viewer_page_shows_a_groups_branches_side_by_side(viewer_page, tmp_path):
     page, log = viewer_page
     await _open(page, write_viewer(_branch_run(tmp_path / "run")).index.as_uri())
