@@ -1,0 +1,99 @@
+"""``bench choices``: clicks on the options an instruction names, against chance, from hand-made episode records."""
+
+import json
+
+import pytest
+
+from verl_asyncweb.bench.choices import choice_table, main, named_options, page_options
+
+OPTION_PAGE = """[0] label "Abc" @(44,202)
+[1] input[radio] name=radio "Abc" @(35,192)
+[2] label "pf5I" @(51,258)
+[3] input[radio] name=radio "pf5I" @(35,248)
+[4] label "Mx" @(53,314)
+[5] input[radio] name=radio "Mx" @(35,305)
+[6] label "o3T" @(51,370)
+[7] input[radio] name=radio "o3T" @(35,361)
+[8] button "Submit" @(104,470)
+[9] label "Last reward:" @(434,56)"""
+
+BOX_PAGE = """[0] input[checkbox] "x" @(10,10)
+[1] input[checkbox] "y" @(10,30)
+[2] input[checkbox] "z" @(10,50)
+[3] button "Submit" @(10,70)"""
+
+
+def click(element):
+    return json.dumps({"name": "left_click", "arguments": {"element": element}})
+
+
+def step(elements, action_text, intention=""):
+    return {"elements": elements, "action_text": action_text, "intention": intention}
+
+
+EPISODES = [
+    {
+        "task_id": "miniwob/click-option/3",
+        "instruction": "Select pf5I and click Submit.",
+        "global_step": 1,
+        "steps": [
+            step(OPTION_PAGE, click(2), 'click "pf5I"'),  # the named option's label
+            step(OPTION_PAGE, click(7), 'click "zz"'),  # another option's radio; a label the page lacks
+            step(OPTION_PAGE, click(9)),  # the score panel: not an option
+            step(OPTION_PAGE, click(8), 'click "Submit"'),
+            step(OPTION_PAGE, None),  # an invalid action
+        ],
+    },
+    {
+        "task_id": "miniwob/click-checkboxes/8",
+        "instruction": "Select x, y and click Submit.",
+        "global_step": 2,
+        "steps": [step(BOX_PAGE, click(0), 'click "z"')],
+    },
+    {
+        "task_id": "miniwob/click-checkboxes/9",
+        "instruction": "Select nothing and click Submit.",
+        "global_step": 4,
+        "steps": [step(BOX_PAGE, click(2))],
+    },
+    {"task_id": "miniwob/click-button/1", "instruction": "Click on the button.", "global_step": 3, "steps": []},
+]
+
+
+def test_named_options_and_page_options():
+    assert named_options("Select x, y and click Submit.") == {"x", "y"}
+    assert named_options("Select nothing and click Submit.") == set()
+    assert named_options("Click on the button.") is None
+    assert page_options(OPTION_PAGE) == {
+        i: label for i, label in enumerate(["Abc"] * 2 + ["pf5I"] * 2 + ["Mx"] * 2 + ["o3T"] * 2)
+    }
+    assert page_options(BOX_PAGE) == {0: "x", 1: "y", 2: "z"}
+
+
+def test_choices_count_named_clicks_chance_and_intentions_per_task_and_window():
+    table = choice_table(EPISODES, windows=2)
+    assert list(table) == ["miniwob/click-checkboxes", "miniwob/click-option"]
+    option = {span: counts.row() for span, counts in table["miniwob/click-option"]}
+    assert option[(1, 2)] == {
+        "option_clicks": 2,
+        "named_rate": 0.5,
+        "chance_rate": 0.25,
+        "intentions": 2,
+        "on_page_rate": 0.5,
+        "in_instruction_rate": 0.5,
+    }
+    assert option[(3, 4)]["option_clicks"] == 0 and option[(3, 4)]["named_rate"] is None
+    boxes = {span: counts.row() for span, counts in table["miniwob/click-checkboxes"]}
+    assert (boxes[(1, 2)]["named_rate"], boxes[(1, 2)]["chance_rate"]) == (1.0, 0.667)  # ticked x: 2 of 3 are named
+    assert (boxes[(1, 2)]["on_page_rate"], boxes[(1, 2)]["in_instruction_rate"]) == (1.0, 0.0)
+    assert (boxes[(3, 4)]["named_rate"], boxes[(3, 4)]["chance_rate"]) == (0.0, 0.0)
+
+
+def test_the_command_prints_the_table_and_names_a_folder_without_episodes(tmp_path, capsys):
+    (tmp_path / "episodes").mkdir()
+    (tmp_path / "episodes" / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in EPISODES))
+    assert main([str(tmp_path), "--windows", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "| miniwob/click-option | 1-2 | 2 | 0.5 | 0.25 | 2 | 0.5 | 0.5 |" in lines
+    with pytest.raises(SystemExit, match="must be a run folder"):
+        main([str(tmp_path / "nothing")])

@@ -1,0 +1,164 @@
+"""``python -m verl_asyncweb.bench choices RUN_DIR``: does the agent pick the options its instruction names?
+
+MiniWoB++'s "Select ... and click Submit" tasks (click-option: one radio button; click-checkboxes: any number of
+boxes) are solved by matching strings of the instruction to element labels. From a run's recorded training
+episodes (``episodes/episodes.jsonl``), by window of training steps:
+
+* **option clicks**: clicks on a radio button or checkbox (or its label) by element index, and how many were on an
+  option the instruction names, next to the rate that choosing uniformly among the page's options would give;
+* **intentions**: the labels the agent's ``Intention: click "..."`` lines name (other than Submit), and how many of
+  them are a label on the page or a string of the instruction.
+
+A rate at chance that does not rise over training says the policy learned where to click, not which option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from verl_asyncweb.run_folder import RunFolder
+
+SELECT_INSTRUCTION = re.compile(r"^Select (?P<targets>.*) and click Submit\.?$")
+ELEMENT_LINE = re.compile(r'^\[(?P<index>\d+)\] (?P<role>\S+)[^"\n]*"(?P<label>[^"]*)"', re.MULTILINE)
+OPTION_INPUTS = ("input[radio]", "input[checkbox]")
+INTENDED_CLICK = re.compile(r'^click "(?P<label>[^"]*)"$')
+
+
+@dataclass
+class ChoiceCounts:
+    """Counts over one window of training steps."""
+
+    option_clicks: int = 0
+    named_clicks: int = 0
+    chance_sum: float = 0.0
+    intentions: int = 0
+    intentions_on_page: int = 0
+    intentions_in_instruction: int = 0
+
+    def row(self) -> dict:
+        def rate(part: float, whole: int) -> float | None:
+            return round(part / whole, 3) if whole else None
+
+        return {
+            "option_clicks": self.option_clicks,
+            "named_rate": rate(self.named_clicks, self.option_clicks),
+            "chance_rate": rate(self.chance_sum, self.option_clicks),
+            "intentions": self.intentions,
+            "on_page_rate": rate(self.intentions_on_page, self.intentions),
+            "in_instruction_rate": rate(self.intentions_in_instruction, self.intentions),
+        }
+
+
+def named_options(instruction: str) -> set[str] | None:
+    """The options a "Select A, B and click Submit" instruction names (empty for "nothing"); None for others."""
+    match = SELECT_INSTRUCTION.match(instruction.strip())
+    if match is None:
+        return None
+    targets = match["targets"].strip()
+    return set() if targets == "nothing" else {target.strip() for target in targets.split(",") if target.strip()}
+
+
+def page_options(elements: str) -> dict[int, str]:
+    """Element index -> option label, for the radio buttons and checkboxes of an element list and the labels that
+    carry their text (clicking either picks the option; MiniWoB++'s score panel labels are not options)."""
+    lines = [(int(m["index"]), m["role"], m["label"]) for m in ELEMENT_LINE.finditer(elements or "")]
+    labels = {label for _, role, label in lines if role.startswith(OPTION_INPUTS)}
+    return {
+        index: label
+        for index, role, label in lines
+        if label in labels and (role.startswith(OPTION_INPUTS) or role == "label")
+    }
+
+
+def clicked_element(action_text: str | None) -> int | None:
+    """The element index a parsed ``left_click`` action names, if any."""
+    try:
+        action = json.loads(action_text or "")
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(action, dict) or action.get("name") != "left_click":
+        return None
+    element = (action.get("arguments") or {}).get("element")
+    return element if isinstance(element, int) else None
+
+
+def count_episode(episode: dict, counts: ChoiceCounts) -> None:
+    """Add one "Select ... and click Submit" episode's steps to ``counts`` (other episodes add nothing)."""
+    targets = named_options(episode.get("instruction", ""))
+    if targets is None:
+        return
+    for step in episode.get("steps", []):
+        options = page_options(step.get("elements", ""))
+        element = clicked_element(step.get("action_text"))
+        if element in options:
+            labels = set(options.values())
+            counts.option_clicks += 1
+            counts.named_clicks += options[element] in targets
+            counts.chance_sum += len(labels & targets) / len(labels)
+        intended = INTENDED_CLICK.match((step.get("intention") or "").strip())
+        if intended and intended["label"] != "Submit":
+            counts.intentions += 1
+            page_labels = {m["label"] for m in ELEMENT_LINE.finditer(step.get("elements") or "")}
+            counts.intentions_on_page += intended["label"] in page_labels
+            counts.intentions_in_instruction += intended["label"] in targets
+
+
+def task_of(episode: dict) -> str:
+    """``miniwob/click-option`` of task id ``miniwob/click-option/54`` (the instance number dropped)."""
+    return episode.get("task_id", "").rsplit("/", 1)[0]
+
+
+def choice_table(episodes: Iterable[dict], windows: int) -> dict[str, list[tuple[tuple[int, int], ChoiceCounts]]]:
+    """Counts per task of "Select ... and click Submit" episodes and window of training steps (the run's steps cut
+    into ``windows`` equal spans)."""
+    episodes = [
+        episode
+        for episode in episodes
+        if episode.get("global_step") is not None and named_options(episode.get("instruction", "")) is not None
+    ]
+    if not episodes:
+        return {}
+    last = max(e["global_step"] for e in episodes)
+    size = max(1, -(-last // windows))
+    spans = [(start, min(start + size - 1, last)) for start in range(1, last + 1, size)]
+    table = {task: [(span, ChoiceCounts()) for span in spans] for task in sorted({task_of(e) for e in episodes})}
+    for episode in episodes:
+        for (first, end), counts in table[task_of(episode)]:
+            if first <= episode["global_step"] <= end:
+                count_episode(episode, counts)
+    return table
+
+
+def read_episodes(run_dir: Path) -> list[dict]:
+    path = RunFolder(run_dir).episodes_dir / "episodes.jsonl"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench choices", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--windows", type=int, default=4, help="spans of training steps to report")
+    args = parser.parse_args(argv)
+    table = choice_table(read_episodes(args.run_dir), args.windows)
+    if not table:
+        raise SystemExit(f"{args.run_dir} has no episode of a 'Select ... and click Submit' task")
+    print(
+        "| task | steps | option clicks | on a named option | at chance | intended labels | on the page "
+        "| in the instruction |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for task, rows in table.items():
+        for (first, end), counts in rows:
+            row = counts.row()
+            print(
+                f"| {task} | {first}-{end} | {row['option_clicks']} | {row['named_rate']} | {row['chance_rate']} | "
+                f"{row['intentions']} | {row['on_page_rate']} | {row['in_instruction_rate']} |"
+            )
+    return 0
