@@ -89,11 +89,19 @@ def test_choices_count_named_clicks_chance_and_intentions_per_task_and_window():
     assert (boxes[(3, 4)]["named_rate"], boxes[(3, 4)]["chance_rate"]) == (0.0, 0.0)
 
 
-def test_the_command_prints_the_table_and_names_a_folder_without_episodes(tmp_path, capsys):
-    (tmp_path / "episodes").mkdir()
-    (tmp_path / "episodes" / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in EPISODES))
-    assert main([str(tmp_path), "--windows", "2"]) == 0
+def test_the_command_prints_each_runs_table_and_the_pooled_rows(tmp_path, capsys):
+    runs = []
+    for name in ("a", "b"):
+        (tmp_path / name / "episodes").mkdir(parents=True)
+        (tmp_path / name / "episodes" / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in EPISODES))
+        runs.append(str(tmp_path / name))
+    assert main([*runs, "--windows", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "| miniwob/click-option | 1-2 | 2 | 0.5 | 0.25 | 2 | 0.5 | 0.5 |" in lines
+    assert lines.count("| miniwob/click-option | 1-2 | 2 | 0.5 | 0.25 | 2 | 0.5 | 0.5 |") == 2
+    # Pooled: 4 clicks, 2 named, chance 0.25 each; each run's one episode is +0.25 over chance, so no spread.
+    assert "| miniwob/click-option | 2 | 4 | 0.5 | 0.25 | +0.250 [+0.250, +0.250] | 4 | 0.5 | 0.5 |" in lines
+    # click-checkboxes: one episode +1/3 (x ticked, 2 of 3 named), one -0 (nothing named, z ticked): mean +1/6.
+    pooled = next(line for line in lines if line.startswith("| miniwob/click-checkboxes | 2 |"))
+    assert pooled.split(" | ")[5].startswith("+0.167 [+0.000, +0.333]")
     with pytest.raises(SystemExit, match="must be a run folder"):
         main([str(tmp_path / "nothing")])

@@ -108,6 +108,11 @@ def count_episode(episode: dict, counts: ChoiceCounts) -> None:
             counts.intentions_in_instruction += intended["label"] in targets
 
 
+def is_select_episode(episode: dict) -> bool:
+    """Whether the episode's instruction is a "Select ... and click Submit" one."""
+    return named_options(episode.get("instruction", "")) is not None
+
+
 def task_of(episode: dict) -> str:
     """``miniwob/click-option`` of task id ``miniwob/click-option/54`` (the instance number dropped)."""
     return episode.get("task_id", "").rsplit("/", 1)[0]
@@ -117,9 +122,7 @@ def choice_table(episodes: Iterable[dict], windows: int) -> dict[str, list[tuple
     """Counts per task of "Select ... and click Submit" episodes and window of training steps (the run's steps cut
     into ``windows`` equal spans)."""
     episodes = [
-        episode
-        for episode in episodes
-        if episode.get("global_step") is not None and named_options(episode.get("instruction", "")) is not None
+        episode for episode in episodes if episode.get("global_step") is not None and is_select_episode(episode)
     ]
     if not episodes:
         return {}
@@ -141,24 +144,65 @@ def read_episodes(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def episode_excess(episode: dict) -> float | None:
+    """Mean over an episode's option clicks of (on a named option) - (chance); None without option clicks."""
+    counts = ChoiceCounts()
+    count_episode(episode, counts)
+    return (counts.named_clicks - counts.chance_sum) / counts.option_clicks if counts.option_clicks else None
+
+
+def pooled_rows(runs: list[list[dict]]) -> list[str]:
+    """One Markdown row per task over all ``runs``: clicks, rates and (named - chance) with its 95% interval, a
+    bootstrap over runs and their episodes (clicks of one episode are not independent draws)."""
+    from verl_asyncweb.compare.confidence import mean_interval
+
+    rows = []
+    for task in sorted({task_of(e) for episodes in runs for e in episodes if is_select_episode(e)}):
+        counts, samples = ChoiceCounts(), []
+        for episodes in runs:
+            mine = [e for e in episodes if task_of(e) == task]
+            for episode in mine:
+                count_episode(episode, counts)
+            samples.append([x for x in map(episode_excess, mine) if x is not None])
+        row = counts.row()
+        excess = mean_interval([sample for sample in samples if sample])
+        rows.append(
+            f"| {task} | {len(runs)} | {row['option_clicks']} | {row['named_rate']} | {row['chance_rate']} | "
+            f"{excess.mean:+.3f} [{excess.low:+.3f}, {excess.high:+.3f}] | {row['intentions']} | "
+            f"{row['on_page_rate']} | {row['in_instruction_rate']} |"
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench choices", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--windows", type=int, default=4, help="spans of training steps to report")
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    parser.add_argument("--windows", type=int, default=4, help="spans of training steps to report per run")
     args = parser.parse_args(argv)
-    table = choice_table(read_episodes(args.run_dir), args.windows)
-    if not table:
-        raise SystemExit(f"{args.run_dir} has no episode of a 'Select ... and click Submit' task")
+    runs = [read_episodes(run_dir) for run_dir in args.run_dirs]
+    for run_dir, episodes in zip(args.run_dirs, runs, strict=True):
+        table = choice_table(episodes, args.windows)
+        if not table:
+            raise SystemExit(f"{run_dir} has no episode of a 'Select ... and click Submit' task")
+        print(f"\n{run_dir}\n")
+        print(
+            "| task | steps | option clicks | on a named option | at chance | intended labels | on the page "
+            "| in the instruction |"
+        )
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for task, rows in table.items():
+            for (first, end), counts in rows:
+                row = counts.row()
+                print(
+                    f"| {task} | {first}-{end} | {row['option_clicks']} | {row['named_rate']} | "
+                    f"{row['chance_rate']} | {row['intentions']} | {row['on_page_rate']} | "
+                    f"{row['in_instruction_rate']} |"
+                )
+    print("\nall runs, every step\n")
     print(
-        "| task | steps | option clicks | on a named option | at chance | intended labels | on the page "
-        "| in the instruction |"
+        "| task | runs | option clicks | on a named option | at chance | named - chance [95% CI] | intended labels "
+        "| on the page | in the instruction |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for task, rows in table.items():
-        for (first, end), counts in rows:
-            row = counts.row()
-            print(
-                f"| {task} | {first}-{end} | {row['option_clicks']} | {row['named_rate']} | {row['chance_rate']} | "
-                f"{row['intentions']} | {row['on_page_rate']} | {row['in_instruction_rate']} |"
-            )
+    print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+    print("\n".join(pooled_rows(runs)))
     return 0
