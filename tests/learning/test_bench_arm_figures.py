@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.learning import _table, run_arm, warm_start_args
+from verl_asyncweb.bench.learning import _table, recipe_rl_steps, run_arm, warm_start_args
 from verl_asyncweb.compare.metric_names import BRANCH_MEMBERS, ENV_STEPS, TRAINED_TRAJECTORIES, WALL_S
 
 
@@ -64,3 +64,8 @@ def test_the_warm_start_runs_the_recipes_default_steps_unless_given(tmp_path, re
     demos, warm = tmp_path / "demos", tmp_path / "warm"
     args = warm_start_args(demos, warm, "small", steps, recipe)
     assert args == [f"--demos={demos}", f"--out={warm}", "--size=small", f"--steps={expected}"]
+
+
+@pytest.mark.parametrize(("recipe", "steps"), [("laptop_learning", 40), ("laptop_multistep", 50)])
+def test_an_arm_runs_the_recipes_training_steps_unless_given(recipe, steps):
+    assert recipe_rl_steps(recipe) == steps

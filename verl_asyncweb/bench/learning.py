@@ -42,6 +42,7 @@ from verl_asyncweb.compare.metric_names import (
 )
 from verl_asyncweb.compare.runs import metrics_files, read_metrics
 from verl_asyncweb.learning.evaluate import checkpoint_steps, output_file
+from verl_asyncweb.recipes_registry import compose_recipe
 from verl_asyncweb.run_folder import RunFolder
 
 ARMS = {
@@ -116,6 +117,11 @@ def demos_args(
         *([f"--tasks={tasks}"] if tasks else []),
         *overrides,
     ]
+
+
+def recipe_rl_steps(recipe: str) -> int:
+    """RL steps of an arm when ``--rl-steps`` is not given: the recipe's ``trainer.total_training_steps``."""
+    return compose_recipe(recipe).trainer.total_training_steps
 
 
 def warm_start_args(demos: Path, model: Path, size: str, steps: int | None, recipe: str) -> list[str]:
@@ -353,7 +359,12 @@ def main(argv: list[str]) -> int:
         help=f"supervised warm-start steps (default, per recipe: {WARM_STEPS}; a partial warm start for one-action "
         "episodes, five passes over the demonstrations for multi-step ones)",
     )
-    parser.add_argument("--rl-steps", type=int, default=40, help="RL steps per arm")
+    parser.add_argument(
+        "--rl-steps",
+        type=int,
+        default=None,
+        help="RL steps per arm (default: the recipe's trainer.total_training_steps)",
+    )
     parser.add_argument("--eval-instances", type=int, default=10, help="held-out instances per task")
     parser.add_argument("--temperature", type=float, default=0.7, help="evaluation temperature (the rollout's)")
     parser.add_argument("--arms", default="rl,control", help=f"comma-separated, from {list(ARMS)}")
@@ -411,6 +422,7 @@ def main(argv: list[str]) -> int:
         recipe=args.recipe,
     )
     runs = [(name, seed) for name in args.arms.split(",") for seed in range(args.seeds)]
+    rl_steps = args.rl_steps or recipe_rl_steps(args.recipe)
     record = {
         "demo_episodes": manifest["episodes"],
         "demo_steps": manifest["steps"],
@@ -436,7 +448,7 @@ def main(argv: list[str]) -> int:
             [*ARMS[name], *seed_overrides(seed)],
             model,
             args.out,
-            args.rl_steps,
+            rl_steps,
             args.set,
             args.recipe,
             every_checkpoint=args.eval_checkpoints,
