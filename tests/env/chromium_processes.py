@@ -63,7 +63,8 @@ def chromium_since(before: set[int]) -> set[int]:
     """Chromium processes of this test process that are not in ``before`` and not of a browser in ``before``.
 
     Pools that outlive a test (session fixtures) keep starting renderers at any time; counting every new
-    Chromium process would blame those on the test's own pool (CI saw it twice). One that exits while read is left out.
+    Chromium process would blame those on the test's own pool (CI saw it twice). One whose ancestry cannot be read
+    (a parent exiting meanwhile) is kept unless it has exited itself: a leak check must not lose it.
     """
     old_browsers = browser_processes(before)
     found = set()
@@ -72,7 +73,8 @@ def chromium_since(before: set[int]) -> set[int]:
             if _browser_of(psutil.Process(pid)) not in old_browsers:
                 found.add(pid)
         except psutil.Error:
-            pass
+            if not gone(pid):
+                found.add(pid)
     return found
 
 

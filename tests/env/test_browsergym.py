@@ -209,16 +209,17 @@ async def test_setups_hanging_on_their_server_keep_threads_of_their_own(monkeypa
     """A setup blocked on its server (WorkArena's instance check waits up to 30000 s) runs on after the pool's reset
     timeout. More of them than the event loop's default executor has threads leave that executor free (name lookups
     of the rollout's HTTP calls use it), and each one left running is logged."""
-    from verl_asyncweb.env.task_threads import busy_task_threads
+    from verl_asyncweb.env.task_threads import MAX_TASK_THREADS, busy_task_threads
     from verl_asyncweb.env.tasks import browsergym
 
-    release = threading.Event()
+    release, entered = threading.Event(), []
 
     class HangingTask:  # a task class whose server does not answer until released
         def __init__(self, **kwargs):
             pass
 
         def setup(self, page):
+            entered.append(1)
             release.wait(60)
             raise ConnectionError("instance unreachable")
 
@@ -227,21 +228,28 @@ async def test_setups_hanging_on_their_server_keep_threads_of_their_own(monkeypa
     hung = min(32, (os.cpu_count() or 1) + 4) + 1  # one more than the default executor's threads
     loop = asyncio.get_running_loop()
     try:
-        for _ in range(hung):
-            with pytest.raises(TimeoutError):
-                await asyncio.wait_for(browsergym.LiveTask.start(task, None, "http://127.0.0.1:9", 5), 0.1)
+        for started in range(1, hung + 1):  # the pool's reset timeout, given up once the setup hangs
+            reset = asyncio.create_task(browsergym.LiveTask.start(task, None, "http://127.0.0.1:9", 5))
+            await wait_until(lambda started=started: len(entered) == started)
+            reset.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reset
         assert busy_task_threads() == hung
         assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
         assert await asyncio.wait_for(loop.getaddrinfo("127.0.0.1", 80), 5)
     finally:
         release.set()
-    gave_up = [r for r in caplog.records if "goes on in its thread after its caller gave up" in r.getMessage()]
-    assert len(gave_up) == hung and f"({hung} of 64 task threads busy)" in gave_up[-1].getMessage()
-    for _ in range(100):
-        if busy_task_threads() == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert busy_task_threads() == 0
+    gave_up = [r.getMessage() for r in caplog.records if "goes on in its thread after its caller gave up" in r.msg]
+    assert len(gave_up) == hung and f"({hung} of {MAX_TASK_THREADS} task threads busy)" in gave_up[-1]
+    await wait_until(lambda: busy_task_threads() == 0)
+
+
+async def wait_until(condition, timeout_s: float = 10.0):
+    for _ in range(int(timeout_s / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in time")
 
 
 def test_visualwebarenas_captioning_model_loads_once_only_for_the_tasks_it_scores_and_a_failure_is_kept():

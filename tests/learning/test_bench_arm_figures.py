@@ -66,6 +66,13 @@ def test_the_warm_start_runs_the_recipes_default_steps_unless_given(tmp_path, re
     assert args == [f"--demos={demos}", f"--out={warm}", "--size=small", f"--steps={expected}"]
 
 
-@pytest.mark.parametrize(("recipe", "steps"), [("laptop_learning", 40), ("laptop_multistep", 50)])
-def test_an_arm_runs_the_recipes_training_steps_unless_given(recipe, steps):
-    assert recipe_rl_steps(recipe) == steps
+@pytest.mark.parametrize(
+    ("recipe", "overrides", "steps"),
+    [
+        ("laptop_learning", [], 40),
+        ("laptop_multistep", [], 50),
+        ("laptop_multistep", ["trainer.total_training_steps=7"], 7),
+    ],
+)
+def test_an_arm_runs_the_recipes_training_steps_unless_given(recipe, overrides, steps):
+    assert recipe_rl_steps(recipe, overrides) == steps

@@ -57,6 +57,12 @@ EPISODES = [
         "steps": [step(BOX_PAGE, click(2))],
     },
     {"task_id": "miniwob/click-button/1", "instruction": "Click on the button.", "global_step": 3, "steps": []},
+    {  # names words similar to the options, not the options: left out
+        "task_id": "miniwob/click-checkboxes-soft/2",
+        "instruction": "Select words similar to big, small and click Submit.",
+        "global_step": 3,
+        "steps": [step(BOX_PAGE, click(0))],
+    },
 ]
 
 
@@ -105,3 +111,12 @@ def test_the_command_prints_each_runs_table_and_the_pooled_rows(tmp_path, capsys
     assert pooled.split(" | ")[5].startswith("+0.167 [+0.000, +0.333]")
     with pytest.raises(SystemExit, match="must be a run folder"):
         main([str(tmp_path / "nothing")])
+
+
+def test_a_run_whose_clicks_name_no_element_has_no_difference(tmp_path, capsys):
+    coordinates = json.dumps({"name": "left_click", "arguments": {"x": 40, "y": 200}})
+    episode = {**EPISODES[0], "steps": [step(OPTION_PAGE, coordinates)]}
+    (tmp_path / "episodes").mkdir()
+    (tmp_path / "episodes" / "episodes.jsonl").write_text(json.dumps(episode) + "\n")
+    assert main([str(tmp_path)]) == 0
+    assert "| miniwob/click-option | 1 | 0 | None | None | n/a | 0 | None | None |" in capsys.readouterr().out

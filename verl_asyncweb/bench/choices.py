@@ -1,15 +1,16 @@
-"""``python -m verl_asyncweb.bench choices RUN_DIR``: does the agent pick the options its instruction names?
+"""``python -m verl_asyncweb.bench choices RUN_DIR ...``: does the agent pick the options its instruction names?
 
-MiniWoB++'s "Select ... and click Submit" tasks (click-option: one radio button; click-checkboxes: any number of
-boxes) are solved by matching strings of the instruction to element labels. From a run's recorded training
-episodes (``episodes/episodes.jsonl``), by window of training steps:
+MiniWoB++'s "Select ... and click Submit" tasks (:data:`SELECT_TASKS`; click-option: one radio button;
+click-checkboxes: any number of boxes) are solved by matching strings of the instruction to element labels. From
+runs' recorded training episodes (``episodes/episodes.jsonl``), per task and window of training steps:
 
 * **option clicks**: clicks on a radio button or checkbox (or its label) by element index, and how many were on an
   option the instruction names, next to the rate that choosing uniformly among the page's options would give;
 * **intentions**: the labels the agent's ``Intention: click "..."`` lines name (other than Submit), and how many of
   them are a label on the page or a string of the instruction.
 
-A rate at chance that does not rise over training says the policy learned where to click, not which option.
+A rate at chance that does not rise over training says the policy learned where to click, not which option. A row
+per task over all runs gives (named - chance) with its 95% interval.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pathlib import Path
 
 from verl_asyncweb.run_folder import RunFolder
 
+SELECT_TASKS = ("click-option", "click-checkboxes", "click-checkboxes-large", "click-checkboxes-transfer")
+"""Tasks whose "Select A, B and click Submit" names the options themselves (click-checkboxes-soft names words
+similar to them, choose-list a list to pick from)."""
 SELECT_INSTRUCTION = re.compile(r"^Select (?P<targets>.*) and click Submit\.?$")
 ELEMENT_LINE = re.compile(r'^\[(?P<index>\d+)\] (?P<role>\S+)[^"\n]*"(?P<label>[^"]*)"', re.MULTILINE)
 OPTION_INPUTS = ("input[radio]", "input[checkbox]")
@@ -109,8 +113,9 @@ def count_episode(episode: dict, counts: ChoiceCounts) -> None:
 
 
 def is_select_episode(episode: dict) -> bool:
-    """Whether the episode's instruction is a "Select ... and click Submit" one."""
-    return named_options(episode.get("instruction", "")) is not None
+    """Whether the episode is of one of :data:`SELECT_TASKS` with its "Select ... and click Submit" instruction."""
+    name = task_of(episode).rsplit("/", 1)[-1]
+    return name in SELECT_TASKS and named_options(episode.get("instruction", "")) is not None
 
 
 def task_of(episode: dict) -> str:
@@ -165,10 +170,15 @@ def pooled_rows(runs: list[list[dict]]) -> list[str]:
                 count_episode(episode, counts)
             samples.append([x for x in map(episode_excess, mine) if x is not None])
         row = counts.row()
-        excess = mean_interval([sample for sample in samples if sample])
+        samples = [sample for sample in samples if sample]
+        if samples:  # none where no episode clicked an option (coordinate clicks, invalid actions only)
+            excess = mean_interval(samples)
+            difference = f"{excess.mean:+.3f} [{excess.low:+.3f}, {excess.high:+.3f}]"
+        else:
+            difference = "n/a"
         rows.append(
             f"| {task} | {len(runs)} | {row['option_clicks']} | {row['named_rate']} | {row['chance_rate']} | "
-            f"{excess.mean:+.3f} [{excess.low:+.3f}, {excess.high:+.3f}] | {row['intentions']} | "
+            f"{difference} | {row['intentions']} | "
             f"{row['on_page_rate']} | {row['in_instruction_rate']} |"
         )
     return rows

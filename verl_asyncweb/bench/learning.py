@@ -119,9 +119,10 @@ def demos_args(
     ]
 
 
-def recipe_rl_steps(recipe: str) -> int:
-    """RL steps of an arm when ``--rl-steps`` is not given: the recipe's ``trainer.total_training_steps``."""
-    return compose_recipe(recipe).trainer.total_training_steps
+def recipe_rl_steps(recipe: str, overrides: list[str] = ()) -> int:
+    """RL steps of an arm when ``--rl-steps`` is not given: the recipe's ``trainer.total_training_steps`` (as the
+    ``--set`` overrides leave it)."""
+    return compose_recipe(recipe, list(overrides)).trainer.total_training_steps
 
 
 def warm_start_args(demos: Path, model: Path, size: str, steps: int | None, recipe: str) -> list[str]:
@@ -422,7 +423,7 @@ def main(argv: list[str]) -> int:
         recipe=args.recipe,
     )
     runs = [(name, seed) for name in args.arms.split(",") for seed in range(args.seeds)]
-    rl_steps = args.rl_steps or recipe_rl_steps(args.recipe)
+    rl_steps = args.rl_steps or recipe_rl_steps(args.recipe, args.set)
     record = {
         "demo_episodes": manifest["episodes"],
         "demo_steps": manifest["steps"],

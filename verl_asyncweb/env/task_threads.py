@@ -58,12 +58,14 @@ async def run_task_code(function: Callable[..., T], *args: Any, **kwargs: Any) -
     try:
         return await asyncio.wrap_future(running)
     except asyncio.CancelledError:
+        name = getattr(function, "__qualname__", repr(function))
         if not running.done():  # the caller timed out: the thread runs on until ``function`` returns
-            name = getattr(function, "__qualname__", repr(function))
             logger.warning(
                 "%s goes on in its thread after its caller gave up (%d of %d task threads busy)",
                 name,
                 _busy,
                 MAX_TASK_THREADS,
             )
+        elif _busy >= MAX_TASK_THREADS:  # never started: every thread is held by a call that hangs
+            logger.warning("%s waited for a task thread in vain: all %d are busy", name, MAX_TASK_THREADS)
         raise
