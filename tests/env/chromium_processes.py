@@ -20,6 +20,11 @@ def descendants(pid: int | None, matches) -> set[int]:
     return found
 
 
+def is_chromium(process: psutil.Process) -> bool:
+    """Whether ``process`` is one of Chromium's (browser, renderer, zygote, GPU or utility process)."""
+    return "chrom" in process.name().lower()
+
+
 def gone(pid: int) -> bool:
     """Whether ``pid`` has exited (a zombie awaiting its parent counts as gone)."""
     try:
@@ -30,7 +35,7 @@ def gone(pid: int) -> bool:
 
 def chromium_under(pid: int | None = None) -> set[int]:
     """Chromium processes descended from process ``pid`` (this test process when ``None``)."""
-    return descendants(pid, lambda process: "chrom" in process.name().lower())
+    return descendants(pid, is_chromium)
 
 
 def browser_processes(pids: set[int]) -> set[int]:
@@ -40,7 +45,7 @@ def browser_processes(pids: set[int]) -> set[int]:
     for pid in pids:
         try:
             parent = psutil.Process(pid).parent()
-            if parent is None or "chrom" not in parent.name().lower():
+            if parent is None or not is_chromium(parent):
                 found.add(pid)
         except psutil.Error:
             pass
@@ -54,7 +59,7 @@ def our_chromium_pids() -> set[int]:
 
 def _browser_of(process: psutil.Process) -> int:
     """The browser main process ``process`` belongs to: its topmost ancestor that is still Chromium."""
-    while (parent := process.parent()) is not None and "chrom" in parent.name().lower():
+    while (parent := process.parent()) is not None and is_chromium(parent):
         process = parent
     return process.pid
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.choices import choice_table, main, named_options, page_options
+from verl_asyncweb.bench.choices import choice_table, element_lines, main, named_options, page_options
 
 OPTION_PAGE = """[0] label "Abc" @(44,202)
 [1] input[radio] name=radio "Abc" @(35,192)
@@ -70,10 +70,10 @@ def test_named_options_and_page_options():
     assert named_options("Select x, y and click Submit.") == {"x", "y"}
     assert named_options("Select nothing and click Submit.") == set()
     assert named_options("Click on the button.") is None
-    assert page_options(OPTION_PAGE) == {
+    assert page_options(element_lines(OPTION_PAGE)) == {
         i: label for i, label in enumerate(["Abc"] * 2 + ["pf5I"] * 2 + ["Mx"] * 2 + ["o3T"] * 2)
     }
-    assert page_options(BOX_PAGE) == {0: "x", 1: "y", 2: "z"}
+    assert page_options(element_lines(BOX_PAGE)) == {0: "x", 1: "y", 2: "z"}
 
 
 def test_choices_count_named_clicks_chance_and_intentions_per_task_and_window():

@@ -19,7 +19,7 @@ import argparse
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from verl_asyncweb.run_folder import RunFolder
@@ -57,6 +57,15 @@ class ChoiceCounts:
             "in_instruction_rate": rate(self.intentions_in_instruction, self.intentions),
         }
 
+    def add(self, other: ChoiceCounts) -> None:
+        for field in fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    @property
+    def excess(self) -> float | None:
+        """Mean over the option clicks of (on a named option) - (chance); None without option clicks."""
+        return (self.named_clicks - self.chance_sum) / self.option_clicks if self.option_clicks else None
+
 
 def named_options(instruction: str) -> set[str] | None:
     """The options a "Select A, B and click Submit" instruction names (empty for "nothing"); None for others."""
@@ -67,10 +76,14 @@ def named_options(instruction: str) -> set[str] | None:
     return set() if targets == "nothing" else {target.strip() for target in targets.split(",") if target.strip()}
 
 
-def page_options(elements: str) -> dict[int, str]:
-    """Element index -> option label, for the radio buttons and checkboxes of an element list and the labels that
-    carry their text (clicking either picks the option; MiniWoB++'s score panel labels are not options)."""
-    lines = [(int(m["index"]), m["role"], m["label"]) for m in ELEMENT_LINE.finditer(elements or "")]
+def element_lines(elements: str) -> list[tuple[int, str, str]]:
+    """(index, role, label) of each line of an element list that carries a quoted label."""
+    return [(int(m["index"]), m["role"], m["label"]) for m in ELEMENT_LINE.finditer(elements or "")]
+
+
+def page_options(lines: list[tuple[int, str, str]]) -> dict[int, str]:
+    """Element index -> option label, for the radio buttons and checkboxes of an element list's ``lines`` and the
+    labels that carry their text (clicking either picks the option; MiniWoB++'s score panel labels are not options)."""
     labels = {label for _, role, label in lines if role.startswith(OPTION_INPUTS)}
     return {
         index: label
@@ -91,13 +104,15 @@ def clicked_element(action_text: str | None) -> int | None:
     return element if isinstance(element, int) else None
 
 
-def count_episode(episode: dict, counts: ChoiceCounts) -> None:
-    """Add one "Select ... and click Submit" episode's steps to ``counts`` (other episodes add nothing)."""
+def episode_counts(episode: dict) -> ChoiceCounts:
+    """The counts of one "Select ... and click Submit" episode's steps (zero for other episodes)."""
+    counts = ChoiceCounts()
     targets = named_options(episode.get("instruction", ""))
     if targets is None:
-        return
+        return counts
     for step in episode.get("steps", []):
-        options = page_options(step.get("elements", ""))
+        lines = element_lines(step.get("elements", ""))
+        options = page_options(lines)
         element = clicked_element(step.get("action_text"))
         if element in options:
             labels = set(options.values())
@@ -107,9 +122,9 @@ def count_episode(episode: dict, counts: ChoiceCounts) -> None:
         intended = INTENDED_CLICK.match((step.get("intention") or "").strip())
         if intended and intended["label"] != "Submit":
             counts.intentions += 1
-            page_labels = {m["label"] for m in ELEMENT_LINE.finditer(step.get("elements") or "")}
-            counts.intentions_on_page += intended["label"] in page_labels
+            counts.intentions_on_page += intended["label"] in {label for _, _, label in lines}
             counts.intentions_in_instruction += intended["label"] in targets
+    return counts
 
 
 def is_select_episode(episode: dict) -> bool:
@@ -138,7 +153,7 @@ def choice_table(episodes: Iterable[dict], windows: int) -> dict[str, list[tuple
     for episode in episodes:
         for (first, end), counts in table[task_of(episode)]:
             if first <= episode["global_step"] <= end:
-                count_episode(episode, counts)
+                counts.add(episode_counts(episode))
     return table
 
 
@@ -147,13 +162,6 @@ def read_episodes(run_dir: Path) -> list[dict]:
     if not path.exists():
         raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def episode_excess(episode: dict) -> float | None:
-    """Mean over an episode's option clicks of (on a named option) - (chance); None without option clicks."""
-    counts = ChoiceCounts()
-    count_episode(episode, counts)
-    return (counts.named_clicks - counts.chance_sum) / counts.option_clicks if counts.option_clicks else None
 
 
 def pooled_rows(runs: list[list[dict]]) -> list[str]:
@@ -165,10 +173,10 @@ def pooled_rows(runs: list[list[dict]]) -> list[str]:
     for task in sorted({task_of(e) for episodes in runs for e in episodes if is_select_episode(e)}):
         counts, samples = ChoiceCounts(), []
         for episodes in runs:
-            mine = [e for e in episodes if task_of(e) == task]
+            mine = [episode_counts(e) for e in episodes if task_of(e) == task]
             for episode in mine:
-                count_episode(episode, counts)
-            samples.append([x for x in map(episode_excess, mine) if x is not None])
+                counts.add(episode)
+            samples.append([episode.excess for episode in mine if episode.excess is not None])
         row = counts.row()
         samples = [sample for sample in samples if sample]
         if samples:  # none where no episode clicked an option (coordinate clicks, invalid actions only)
