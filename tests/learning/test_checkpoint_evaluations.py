@@ -87,20 +87,19 @@ def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):
     assert (tmp_path / "success_vs_wall.png").is_file()
 
 
-def test_runs_of_an_earlier_invocation_are_kept_unless_run_again(tmp_path):
-    from verl_asyncweb.bench.learning import _earlier_runs
+def test_runs_of_an_earlier_invocation_are_named_by_their_folders(tmp_path):
+    from verl_asyncweb.bench.learning import recorded_runs
 
-    results = tmp_path / "results.json"
-    assert _earlier_runs(results, ["rl"]) == []
+    assert recorded_runs({}) == {}
     # Reported before seeds existed: no "run" field, the arm's name is its folder.
     old = {"arm": "rl", "steps": 30, "rl_wall_s": 1070.0, "held_out_after": 0.6, "curve": [(1070.0, 0.7)]}
     seeded = {**old, "arm": "rl", "seed": 1, "run": "rl_seed1"}
-    results.write_text(json.dumps({"arms": [old, {**old, "arm": "control"}, seeded]}))
-    assert [run.get("run", run["arm"]) for run in _earlier_runs(results, ["control", "rl_seed1"])] == ["rl"]
-    assert [run.get("run", run["arm"]) for run in _earlier_runs(results, ["rl"])] == ["control", "rl_seed1"]
+    runs = recorded_runs({"arms": [old, {**old, "arm": "control"}, seeded]})
+    assert list(runs) == ["rl", "control", "rl_seed1"] and runs["rl_seed1"]["seed"] == 1
     # Reported before checkpoints were evaluated: drawn from the warm start to its last checkpoint.
-    plot(_earlier_runs(results, ["control", "rl_seed1"]), 0.35, tmp_path / "plot.png")
-    assert (tmp_path / "plot.png").exists()
+    figure = plot(list(runs.values()), 0.35, tmp_path / "plot.png")
+    held_out = [line for line in figure.axes[0].get_lines() if line.get_marker() == "*"]
+    assert [list(line.get_ydata()) for line in held_out] == [[0.35, 0.6]] * 3
 
 
 def test_the_bench_passes_its_demonstrated_tasks_and_overrides_to_the_demonstrations(tmp_path):

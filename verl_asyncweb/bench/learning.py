@@ -20,13 +20,19 @@ checkpoint), trajectories per hour, peak memory, and for branch rollouts the epi
 branch point per step; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the
 held-out points.
 A larger ``--rl-steps`` than an arm's finished run continues that run from its latest checkpoint.
+
+``results.json`` under ``--out`` carries the experiment over to another machine: copied into a fresh ``--out``,
+the demonstrations and warm start are made again, checked to be the same weights (:func:`weights_digest`), and
+only the runs it does not hold are run (:func:`earlier_record`).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -93,6 +99,10 @@ demonstrated but not trained on."""
 
 
 WARM_STEPS = {"laptop_learning": 200, "laptop_multistep": 1000}
+HELD_OUT_BEFORE = ("held_out_before", "held_out_before_by_task", "held_out_before_outcomes")
+"""The warm start's held-out figures in ``results.json``: success rate, per task, and per episode (0/1)."""
+
+logger = logging.getLogger(__name__)
 """Warm-start steps by default, per recipe (batch 4). laptop_multistep's 200-step warm start wrote an executable
 action in 3 of 100 multi-step decisions, too rarely for RL to find mixed groups; 1000 steps wrote one in ~70
 (docs/learning.md)."""
@@ -335,11 +345,45 @@ def _table(record: dict) -> str:
     return "\n".join(lines)
 
 
-def _earlier_runs(results: Path, rerun: list[str]) -> list[dict]:
-    """Runs an earlier invocation into the same ``--out`` reported and this one does not run again: kept."""
+def weights_digest(model: Path) -> str:
+    """SHA-256 over a model folder's ``*.safetensors`` files, by name: which warm start the arms trained from."""
+    digest = hashlib.sha256()
+    for path in sorted(model.glob("*.safetensors")):
+        digest.update(path.name.encode())
+        with path.open("rb") as weights:
+            while chunk := weights.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def recorded_runs(record: dict) -> dict[str, dict]:
+    """Run folder name -> the run's figures in a ``results.json`` record (a run reported before seeds existed is
+    named after its arm)."""
+    return {run.get("run", run["arm"]): run for run in record.get("arms", [])}
+
+
+def earlier_record(results: Path, warm_start_digest: str, evaluation: dict) -> dict | None:
+    """What an earlier invocation into the same ``--out`` (or on another machine) wrote, or None: its runs are kept
+    and only runs it lacks are run. Refused when it was made from other warm-start weights or with another held-out
+    evaluation (``evaluation``: recipe, overrides, instances, temperature), whose arms would not compare."""
     if not results.exists():
-        return []
-    return [run for run in json.loads(results.read_text())["arms"] if run.get("run", run["arm"]) not in rerun]
+        return None
+    record = json.loads(results.read_text())
+    earlier_digest = record.get("warm_start_digest")
+    if earlier_digest is not None and earlier_digest != warm_start_digest:
+        raise SystemExit(
+            f"{results} holds runs trained from other warm-start weights (sha256 {earlier_digest[:12]}, these "
+            f"{warm_start_digest[:12]}): demonstrations or warm start came out differently; give another --out, or "
+            "move results.json away to start over"
+        )
+    differing = [
+        f"{key}: {record[key]!r} there, {value!r} here"
+        for key, value in evaluation.items()
+        if key in record and record[key] != value
+    ]
+    if differing:
+        raise SystemExit(f"{results} was evaluated otherwise ({'; '.join(differing)}): give another --out")
+    return record
 
 
 def main(argv: list[str]) -> int:
@@ -395,18 +439,21 @@ def main(argv: list[str]) -> int:
     unknown = [arm for arm in args.arms.split(",") if arm not in ARMS]
     if unknown:
         parser.error(f"unknown arms {unknown}; valid arms are {list(ARMS)}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args.out.mkdir(parents=True, exist_ok=True)
     demos, model = args.out / "demos", args.out / "warm_start"
 
     if not (demos / "manifest.json").exists():
         demo_tasks = args.demo_tasks or DEMO_TASKS.get(args.recipe, "all")
         demo_tasks = None if demo_tasks == "all" else demo_tasks
+        logger.info("demonstrations -> %s (log: %s)", demos, args.out / "demos.log")
         _python(
             "verl_asyncweb.learning.demos",
             *demos_args(args.instances, demos, demo_tasks, args.set, args.recipe),
             log=args.out / "demos.log",
         )
     if not (model / "warm_start.json").exists():
+        logger.info("warm start -> %s (log: %s)", model, args.out / "warm_start.log")
         _python(
             "verl_asyncweb.learning.warm_start",
             *warm_start_args(demos, model, args.size, args.warm_steps, args.recipe),
@@ -414,14 +461,30 @@ def main(argv: list[str]) -> int:
         )
     manifest = json.loads((demos / "manifest.json").read_text())
     warm = json.loads((model / "warm_start.json").read_text())
-    before = _evaluate(
-        model,
-        args.eval_instances,
-        args.temperature,
-        args.out / "eval_warm_start.log",
-        overrides=args.set,
-        recipe=args.recipe,
-    )
+    digest = weights_digest(model)
+    evaluation = {
+        "recipe": args.recipe,
+        "recipe_overrides": args.set,
+        "eval_instances": args.eval_instances,
+        "temperature": args.temperature,
+    }
+    earlier = earlier_record(args.out / "results.json", digest, evaluation) or {}
+    if earlier.get("warm_start_digest") == digest and "held_out_before_outcomes" in earlier:
+        # The same weights, evaluated when the kept runs were: their gains are read against that draw.
+        held_out_before = {key: earlier[key] for key in HELD_OUT_BEFORE}
+    else:
+        logger.info("held-out evaluation of the warm start (log: %s)", args.out / "eval_warm_start.log")
+        before = _evaluate(
+            model,
+            args.eval_instances,
+            args.temperature,
+            args.out / "eval_warm_start.log",
+            overrides=args.set,
+            recipe=args.recipe,
+        )
+        held_out_before = dict(
+            zip(HELD_OUT_BEFORE, (before["success"], before["success_by_task"], _outcomes(before)), strict=True)
+        )
     runs = [(name, seed) for name in args.arms.split(",") for seed in range(args.seeds)]
     rl_steps = args.rl_steps or recipe_rl_steps(args.recipe, args.set)
     record = {
@@ -433,17 +496,17 @@ def main(argv: list[str]) -> int:
         "warm_start_s": warm["train_s"],
         "warm_start_loss_first": warm["loss_first"],
         "warm_start_loss_last": warm["loss_last"],
-        "eval_instances": args.eval_instances,
-        "temperature": args.temperature,
-        "recipe_overrides": args.set,
-        "held_out_before": before["success"],
-        "held_out_before_by_task": before["success_by_task"],
-        "held_out_before_outcomes": _outcomes(before),
-        "recipe": args.recipe,
-        "arms": _earlier_runs(args.out / "results.json", [arm_run_name(name, seed) for name, seed in runs]),
+        "warm_start_digest": digest,
+        **evaluation,
+        **held_out_before,
     }
+    arms = recorded_runs(earlier)
     for name, seed in runs:
         run_name = arm_run_name(name, seed)
+        if run_name in arms and not (args.out / run_name).exists():
+            logger.info("%s: kept as %s records it (no run folder here)", run_name, args.out / "results.json")
+            continue
+        logger.info("%s: %d RL steps (log: %s)", run_name, rl_steps, args.out / f"{run_name}.log")
         result = run_arm(
             run_name,
             [*ARMS[name], *seed_overrides(seed)],
@@ -458,8 +521,9 @@ def main(argv: list[str]) -> int:
         saved = checkpoint_steps(run_dir)
         if not saved:
             raise RuntimeError(f"{run_dir} saved no checkpoint to evaluate (trainer.save_freq must be > 0)")
-        curve = [(0.0, 0, before["success"])]
+        curve = [(0.0, 0, record["held_out_before"])]
         for step in saved if args.eval_checkpoints else saved[-1:]:
+            logger.info("%s: held-out evaluation of step %d", run_name, step)
             after = _evaluate(run_dir, args.eval_instances, args.temperature, args.out / f"eval_{run_name}.log", step)
             curve.append((walls[step], step, after["success"]))
         result.update(
@@ -474,8 +538,10 @@ def main(argv: list[str]) -> int:
             held_out_invalid_action_rate=after["metrics"].get(INVALID_ACTION_RATE),
             held_out_curve=curve,
         )
-        record["arms"].append(result)
+        arms[run_name] = result
+        record["arms"] = list(arms.values())
         (args.out / "results.json").write_text(json.dumps(record, indent=1))
-    plot(record["arms"], before["success"], args.out / "success_vs_wall.png")
+    record["arms"] = list(arms.values())
+    plot(record["arms"], record["held_out_before"], args.out / "success_vs_wall.png")
     print(_table(record))
     return 0
