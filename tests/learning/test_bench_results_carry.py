@@ -78,6 +78,7 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
         **EVALUATION,
         "held_out_before": 0.3,
         "held_out_before_by_task": {"click-option": 0.3},
+        "held_out_before_steps_by_task": {"click-option": 4.0},
         "held_out_before_outcomes": [1.0] * 3 + [0.0] * 7,
         "arms": [_run("rl", 0, 0.4), _run("const", 0, 0.5)],
     }

@@ -167,3 +167,29 @@ def test_the_bench_pools_seeds_per_arm_and_marks_the_differences_its_intervals_r
     assert "| rl | 0.650 [" in text and "(2 seeds) | +0.550 [" in text
     assert text.count("| yes |") == 2  # rl's gain and rl − control; control's drop of 0.1 is not resolved
     assert "| control | 0.000 [0.000, 0.000] (1 seed) | -0.100 [" in text and text.rstrip().endswith("| yes |")
+
+
+def test_the_bench_tabulates_each_tasks_success_and_steps_per_arm_over_its_seeds():
+    from verl_asyncweb.bench.learning import task_rows
+
+    def run(arm, by_task, steps):
+        return {"arm": arm, "held_out_after_by_task": by_task, "held_out_after_steps_by_task": steps}
+
+    record = {
+        "held_out_before_by_task": {"a": 0.5, "b": 0.0},
+        "held_out_before_steps_by_task": {"a": 3.0},
+        "arms": [
+            run("rl", {"a": 1.0, "b": 0.2}, {"a": 2.0, "b": 4.0}),
+            run("rl", {"a": 0.5, "b": 0.0}, {"a": 3.0}),
+            run("const", {"a": 0.0, "b": 0.0}, {}),
+            {"arm": "old", "held_out_after": 0.4},  # reported before per-task figures: no column
+        ],
+    }
+    assert task_rows(record) == [
+        "",
+        "| task | warm start | rl (2 runs) | const (1 run) |",
+        "| --- | ---: | ---: | ---: |",
+        "| a | 0.50 (3.0 steps) | 0.75 (2.5 steps) | 0.00 |",
+        "| b | 0.00 | 0.10 (4.0 steps) | 0.00 |",
+    ]
+    assert task_rows({"held_out_before_by_task": {}, "arms": record["arms"]}) == []

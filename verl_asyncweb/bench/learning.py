@@ -21,9 +21,10 @@ branch point per step; ``success_vs_wall.png`` plots each arm's training success
 held-out points.
 A larger ``--rl-steps`` than an arm's finished run continues that run from its latest checkpoint.
 
-``results.json`` under ``--out`` carries the experiment over to another machine: copied into a fresh ``--out``,
-the demonstrations and warm start are made again, checked to be the same weights (:func:`weights_digest`), and
-only the runs it does not hold are run (:func:`earlier_record`).
+``results.json`` with the ``warm_start`` folder carries the experiment to another machine: copied into a fresh
+``--out``, only the runs it does not hold are run there (:func:`earlier_record`), from weights checked to be the
+same (:func:`weights_digest`). Demonstrations and a warm start made again do not give the same weights (MiniWoB++'s
+score panel, in every screenshot, counts the episodes its page has played), so that is refused.
 """
 
 from __future__ import annotations
@@ -99,8 +100,14 @@ demonstrated but not trained on."""
 
 
 WARM_STEPS = {"laptop_learning": 200, "laptop_multistep": 1000}
-HELD_OUT_BEFORE = ("held_out_before", "held_out_before_by_task", "held_out_before_outcomes")
-"""The warm start's held-out figures in ``results.json``: success rate, per task, and per episode (0/1)."""
+HELD_OUT_BEFORE = (
+    "held_out_before",
+    "held_out_before_by_task",
+    "held_out_before_steps_by_task",
+    "held_out_before_outcomes",
+)
+"""The warm start's held-out figures in ``results.json``: success rate, per task, steps to success per task, and
+per episode (0/1)."""
 
 logger = logging.getLogger(__name__)
 """Warm-start steps by default, per recipe (batch 4). laptop_multistep's 200-step warm start wrote an executable
@@ -305,6 +312,39 @@ def arm_summaries(record: dict) -> list[str]:
     return lines
 
 
+def task_rows(record: dict) -> list[str]:
+    """Held-out success per task, steps to success in brackets: the warm start's, then each arm's mean over its
+    seeds (steps: over the seeds with a success on the task)."""
+
+    def cell(rates: list[float | None], steps: list[float | None]) -> str:
+        rates, steps = [r for r in rates if r is not None], [s for s in steps if s is not None]
+        if not rates:
+            return "n/a"
+        return f"{sum(rates) / len(rates):.2f}" + (f" ({sum(steps) / len(steps):.1f} steps)" if steps else "")
+
+    by_arm: dict[str, list[dict]] = {}
+    for run in record["arms"]:
+        if run.get("held_out_after_by_task"):
+            by_arm.setdefault(run["arm"], []).append(run)
+    tasks = sorted(record.get("held_out_before_by_task") or {})
+    if not tasks or not by_arm:
+        return []
+    columns = [f"{arm} ({len(runs)} run{'s' if len(runs) > 1 else ''})" for arm, runs in by_arm.items()]
+    lines = ["", f"| task | warm start | {' | '.join(columns)} |", "| --- |" + " ---: |" * (len(by_arm) + 1)]
+    for task in tasks:
+        before_steps = (record.get("held_out_before_steps_by_task") or {}).get(task)
+        cells = [cell([record["held_out_before_by_task"][task]], [before_steps])]
+        for runs in by_arm.values():
+            cells.append(
+                cell(
+                    [run["held_out_after_by_task"].get(task) for run in runs],
+                    [(run.get("held_out_after_steps_by_task") or {}).get(task) for run in runs],
+                )
+            )
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _table(record: dict) -> str:
     lines = [
         f"demonstrations: {record['demo_episodes']} episodes ({record['demo_steps']} steps) in {record['demo_s']} s",
@@ -335,6 +375,7 @@ def _table(record: dict) -> str:
             f"| {r['trained_trajs_per_hour']:.0f} | {figure(r.get('branch_members_per_step'))} "
             f"| {r['peak_used_mib'] / 1024:.1f} |"
         )
+    lines += task_rows(record)
     lines += arm_summaries(record)
     for r in record["arms"]:
         if len(r.get("held_out_curve", [])) > 2:
@@ -373,8 +414,8 @@ def earlier_record(results: Path, warm_start_digest: str, evaluation: dict) -> d
     if earlier_digest is not None and earlier_digest != warm_start_digest:
         raise SystemExit(
             f"{results} holds runs trained from other warm-start weights (sha256 {earlier_digest[:12]}, these "
-            f"{warm_start_digest[:12]}): demonstrations or warm start came out differently; give another --out, or "
-            "move results.json away to start over"
+            f"{warm_start_digest[:12]}): carry the warm_start folder with results.json, give another --out, or move "
+            "results.json away to start over"
         )
     differing = [
         f"{key}: {record[key]!r} there, {value!r} here"
@@ -469,7 +510,7 @@ def main(argv: list[str]) -> int:
         "temperature": args.temperature,
     }
     earlier = earlier_record(args.out / "results.json", digest, evaluation) or {}
-    if earlier.get("warm_start_digest") == digest and "held_out_before_outcomes" in earlier:
+    if earlier.get("warm_start_digest") == digest and all(key in earlier for key in HELD_OUT_BEFORE):
         # The same weights, evaluated when the kept runs were: their gains are read against that draw.
         held_out_before = {key: earlier[key] for key in HELD_OUT_BEFORE}
     else:
@@ -483,7 +524,11 @@ def main(argv: list[str]) -> int:
             recipe=args.recipe,
         )
         held_out_before = dict(
-            zip(HELD_OUT_BEFORE, (before["success"], before["success_by_task"], _outcomes(before)), strict=True)
+            zip(
+                HELD_OUT_BEFORE,
+                (before["success"], before["success_by_task"], before["steps_to_success_by_task"], _outcomes(before)),
+                strict=True,
+            )
         )
     runs = [(name, seed) for name in args.arms.split(",") for seed in range(args.seeds)]
     rl_steps = args.rl_steps or recipe_rl_steps(args.recipe, args.set)
@@ -533,6 +578,7 @@ def main(argv: list[str]) -> int:
             held_out_step=saved[-1],
             held_out_after=after["success"],
             held_out_after_by_task=after["success_by_task"],
+            held_out_after_steps_by_task=after["steps_to_success_by_task"],
             held_out_after_outcomes=_outcomes(after),
             held_out_steps_to_success=after["metrics"].get(STEPS_PER_TRAJ_SUCCESS),
             held_out_invalid_action_rate=after["metrics"].get(INVALID_ACTION_RATE),
