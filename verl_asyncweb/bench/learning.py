@@ -100,6 +100,9 @@ demonstrated but not trained on."""
 
 
 WARM_STEPS = {"laptop_learning": 200, "laptop_multistep": 1000}
+"""Warm-start steps by default, per recipe (batch 4). laptop_multistep's 200-step warm start wrote an executable
+action in 3 of 100 multi-step decisions, too rarely for RL to find mixed groups; 1000 steps wrote one in ~70
+(docs/learning.md)."""
 HELD_OUT_BEFORE = (
     "held_out_before",
     "held_out_before_by_task",
@@ -110,9 +113,6 @@ HELD_OUT_BEFORE = (
 per episode (0/1)."""
 
 logger = logging.getLogger(__name__)
-"""Warm-start steps by default, per recipe (batch 4). laptop_multistep's 200-step warm start wrote an executable
-action in 3 of 100 multi-step decisions, too rarely for RL to find mixed groups; 1000 steps wrote one in ~70
-(docs/learning.md)."""
 
 
 def _python(*args: str, log: Path) -> None:
@@ -523,13 +523,8 @@ def main(argv: list[str]) -> int:
             overrides=args.set,
             recipe=args.recipe,
         )
-        held_out_before = dict(
-            zip(
-                HELD_OUT_BEFORE,
-                (before["success"], before["success_by_task"], before["steps_to_success_by_task"], _outcomes(before)),
-                strict=True,
-            )
-        )
+        figures = (before["success"], before["success_by_task"], before.get("steps_to_success_by_task"))
+        held_out_before = dict(zip(HELD_OUT_BEFORE, (*figures, _outcomes(before)), strict=True))
     runs = [(name, seed) for name in args.arms.split(",") for seed in range(args.seeds)]
     rl_steps = args.rl_steps or recipe_rl_steps(args.recipe, args.set)
     record = {
@@ -578,7 +573,7 @@ def main(argv: list[str]) -> int:
             held_out_step=saved[-1],
             held_out_after=after["success"],
             held_out_after_by_task=after["success_by_task"],
-            held_out_after_steps_by_task=after["steps_to_success_by_task"],
+            held_out_after_steps_by_task=after.get("steps_to_success_by_task"),
             held_out_after_outcomes=_outcomes(after),
             held_out_steps_to_success=after["metrics"].get(STEPS_PER_TRAJ_SUCCESS),
             held_out_invalid_action_rate=after["metrics"].get(INVALID_ACTION_RATE),
