@@ -14,7 +14,7 @@ import sys
 
 import psutil
 import pytest
-from chromium_processes import chromium_since, chromium_under, gone, our_chromium_pids
+from chromium_processes import chromium_since, chromium_under, gone, is_chromium, our_chromium_pids
 from conftest import pool_config
 from test_hostile import hostile_task
 
@@ -120,7 +120,7 @@ async def test_client_launch_options_are_ignored_and_wrong_tokens_refused(server
     from playwright.async_api import async_playwright
 
     def server_browsers() -> list[psutil.Process]:  # browsers the server launched (not their helper processes)
-        return [p for p in psutil.Process(server.pid).children() if "chrom" in p.name().lower()]
+        return [p for p in psutil.Process(server.pid).children() if is_chromium(p)]
 
     assert [p.pid for p in server_browsers()] == [server.chromium_pid]
     asked = {"executablePath": "/bin/false", "args": ["--asked-by-client"], "headless": False}

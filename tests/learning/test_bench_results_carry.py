@@ -30,48 +30,56 @@ def test_the_digest_follows_the_weights_and_nothing_else(tmp_path):
 
 
 def test_a_record_from_other_weights_or_another_evaluation_is_refused(tmp_path):
-    results = tmp_path / "results.json"
-    assert learning.earlier_record(results, "a" * 64, EVALUATION) is None
+    results, model = tmp_path / "results.json", _warm_start(tmp_path / "warm_start", b"w")
+    (model / "warm_start.json").write_text("{}")
+    assert learning.earlier_record(results, EVALUATION, model) == {}
     results.write_text(json.dumps({"warm_start_digest": "a" * 64, **EVALUATION, "arms": []}))
-    assert learning.earlier_record(results, "a" * 64, EVALUATION)["arms"] == []
+    assert learning.earlier_record(results, EVALUATION, model)["arms"] == []
+    learning.check_weights({"warm_start_digest": "a" * 64}, "a" * 64, results)
     with pytest.raises(SystemExit, match="other warm-start weights .*aaaaaaaaaaaa, these bbbbbbbbbbbb"):
-        learning.earlier_record(results, "b" * 64, EVALUATION)
+        learning.check_weights({"warm_start_digest": "a" * 64}, "b" * 64, results)
     with pytest.raises(SystemExit, match="eval_instances: 20 there, 10 here"):
-        learning.earlier_record(results, "a" * 64, {**EVALUATION, "eval_instances": 10})
-    # Written before the digest was recorded: kept, as it always was in its own --out.
-    results.write_text(json.dumps({**EVALUATION, "arms": []}))
-    assert learning.earlier_record(results, "b" * 64, EVALUATION) == {**EVALUATION, "arms": []}
+        learning.earlier_record(results, {**EVALUATION, "eval_instances": 10}, model)
+    with pytest.raises(SystemExit, match="a warm start that is not in"):
+        learning.earlier_record(results, EVALUATION, tmp_path / "elsewhere")
+    # Written before the digest and the recipe were recorded: kept unchecked, as laptop_learning's.
+    old = {key: value for key, value in EVALUATION.items() if key not in ("recipe", "recipe_overrides")}
+    results.write_text(json.dumps({**old, "arms": [{"arm": "rl"}]}))
+    assert learning.earlier_record(results, {**EVALUATION, "recipe": "laptop_learning"}, model)["arms"]
+    with pytest.raises(SystemExit, match="recipe: 'laptop_learning' there, 'laptop_multistep' here"):
+        learning.earlier_record(results, EVALUATION, model)
+    learning.check_weights({}, "b" * 64, results)
 
 
-def _run(arm: str, seed: int, after: float) -> dict:
+def _run(arm: str, seed: int, after: float, steps: int = 20) -> dict:
     name = arm if seed == 0 else f"{arm}_seed{seed}"
     return {
         "arm": arm,
         "seed": seed,
         "run": name,
-        "steps": 50,
-        "rl_wall_s": 3000.0,
+        "steps": steps,
+        "rl_wall_s": 1200.0,
         "trained_trajs_per_hour": 400.0,
         "peak_used_mib": 9000,
-        "curve": [(60.0, 0.3), (3000.0, 0.4)],
+        "curve": [(60.0, 0.3), (1200.0, 0.4)],
         "held_out_after": after,
         "held_out_after_outcomes": [1.0] * int(after * 10) + [0.0] * (10 - int(after * 10)),
-        "held_out_curve": [(0.0, 0, 0.3), (3000.0, 50, after)],
+        "held_out_curve": [(0.0, 0, 0.3), (1200.0, steps, after)],
     }
 
 
 def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_the_missing(
     tmp_path, monkeypatch, capsys
 ):
-    """A fresh --out holding only the copied results.json and the demonstrations and warm start made again."""
+    """A fresh --out holding only the copied results.json and warm_start folder: no demonstrations, no warm start
+    made again, no evaluation of it; the recorded runs kept, the missing one run and merged in arm and seed order."""
     out = tmp_path / "out"
-    (out / "demos").mkdir(parents=True)
-    (out / "demos" / "manifest.json").write_text(
-        json.dumps({"episodes": 300, "steps": 801, "record_s": 65.0, "instances": [["click-option", 1]]})
-    )
     model = _warm_start(out / "warm_start", b"weights")
     (model / "warm_start.json").write_text(
         json.dumps({"steps": 1000, "train_s": 1456.0, "loss_first": 3.1, "loss_last": 0.2})
+    )
+    (model / "demos_manifest.json").write_text(
+        json.dumps({"episodes": 300, "steps": 801, "record_s": 65.0, "instances": [["click-option", 1]]})
     )
     carried = {
         "warm_start_digest": learning.weights_digest(model),
@@ -80,32 +88,46 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
         "held_out_before_by_task": {"click-option": 0.3},
         "held_out_before_steps_by_task": {"click-option": 4.0},
         "held_out_before_outcomes": [1.0] * 3 + [0.0] * 7,
-        "arms": [_run("rl", 0, 0.4), _run("const", 0, 0.5)],
+        "arms": [_run("const", 1, 0.5), _run("rl", 0, 0.4), _run("const", 0, 0.5)],
     }
     (out / "results.json").write_text(json.dumps(carried))
-    ran = []
 
     def run_arm(name, *args, **kwargs):
-        ran.append(name)
-        raise RuntimeError("stop after the first run started")
+        checkpoint = out / name / "global_step_20" / "actor" / "huggingface"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "model.safetensors").write_bytes(b"")
+        figures = _run("rl", 1, 0.6)
+        return {key: figures[key] for key in ("steps", "rl_wall_s", "trained_trajs_per_hour", "peak_used_mib", "curve")}
 
-    def evaluate(*args, **kwargs):
-        raise AssertionError("the warm start was evaluated again")
+    def evaluate(path, *args, **kwargs):
+        assert path == out / "rl_seed1", "only the new run is evaluated"
+        outcomes = [["click-option/1", True, 2]] * 6 + [["click-option/2", False, 6]] * 4
+        return {"success": 0.6, "success_by_task": {"click-option": 0.6}, "outcomes": outcomes, "metrics": {}}
+
+    def python(*args, log):
+        raise AssertionError(f"a stage ran: {args[0]}")
 
     monkeypatch.setattr(learning, "run_arm", run_arm)
     monkeypatch.setattr(learning, "_evaluate", evaluate)
-    argv = ["--out", str(out), "--recipe", "laptop_multistep", "--eval-instances", "20", "--arms", "rl,const"]
-    assert learning.main(argv) == 0
-    assert ran == [], "both runs are in the carried record"
+    monkeypatch.setattr(learning, "_python", python)
+    monkeypatch.setattr(learning, "wall_by_step", lambda run_dir: {20: 1200.0})
+    argv = ["--out", str(out), "--recipe", "laptop_multistep", "--eval-instances", "20", "--rl-steps", "20"]
+    assert learning.main([*argv, "--arms", "rl,const", "--seeds", "2"]) == 0
+    written = json.loads((out / "results.json").read_text())
+    assert [run["run"] for run in written["arms"]] == ["const", "const_seed1", "rl", "rl_seed1"]
+    assert written["arms"][1] == json.loads(json.dumps(carried["arms"][0])), "a kept run is not rewritten"
+    assert written["arms"][3]["held_out_after_outcomes"] == [1.0] * 6 + [0.0] * 4
+    assert written["held_out_before_outcomes"] == carried["held_out_before_outcomes"]
     table = capsys.readouterr().out
     assert "held-out success of the warm start: 0.300" in table
-    assert "| rl | 0 | 50 |" in table and "| const | 0 | 50 |" in table
-    assert json.loads((out / "results.json").read_text())["arms"] == json.loads(json.dumps(carried["arms"]))
+    # The carried runs were recorded without per-task figures: the new one has a column of its own.
+    assert (
+        "| task | warm start | rl (1 seed) |\n| --- | ---: | ---: |\n| click-option | 0.30 (4.0 steps) | 0.60 |"
+        in table
+    )
 
-    with pytest.raises(RuntimeError, match="first run started"):
-        learning.main([*argv, "--seeds", "2"])
-    assert ran == ["rl_seed1"], "only the run the record lacks"
-
+    with pytest.raises(SystemExit, match="const is recorded at 20 steps, not 30"):
+        learning.main([*argv[:-1], "30", "--arms", "const"])
     (model / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(SystemExit, match="other warm-start weights"):
-        learning.main(argv)
+        learning.main([*argv, "--arms", "rl"])

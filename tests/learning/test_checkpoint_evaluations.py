@@ -187,7 +187,7 @@ def test_the_bench_tabulates_each_tasks_success_and_steps_per_arm_over_its_seeds
     }
     assert task_rows(record) == [
         "",
-        "| task | warm start | rl (2 runs) | const (1 run) |",
+        "| task | warm start | rl (2 seeds) | const (1 seed) |",
         "| --- | ---: | ---: | ---: |",
         "| a | 0.50 (3.0 steps) | 0.75 (2.5 steps) | 0.00 |",
         "| b | 0.00 | 0.10 (4.0 steps) | 0.00 |",

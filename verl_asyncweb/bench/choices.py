@@ -35,7 +35,7 @@ INTENDED_CLICK = re.compile(r'^click "(?P<label>[^"]*)"$')
 
 @dataclass
 class ChoiceCounts:
-    """Counts over one window of training steps."""
+    """Option clicks and intended labels: of one episode, or summed over a window of training steps or a task."""
 
     option_clicks: int = 0
     named_clicks: int = 0
@@ -58,6 +58,7 @@ class ChoiceCounts:
         }
 
     def add(self, other: ChoiceCounts) -> None:
+        """Add ``other``'s counts to these."""
         for field in fields(self):
             setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
@@ -173,10 +174,14 @@ def pooled_rows(runs: list[list[dict]]) -> list[str]:
     for task in sorted({task_of(e) for episodes in runs for e in episodes if is_select_episode(e)}):
         counts, samples = ChoiceCounts(), []
         for episodes in runs:
-            mine = [episode_counts(e) for e in episodes if task_of(e) == task]
-            for episode in mine:
-                counts.add(episode)
-            samples.append([episode.excess for episode in mine if episode.excess is not None])
+            excesses = []
+            for episode in episodes:
+                if task_of(episode) == task:
+                    one = episode_counts(episode)
+                    counts.add(one)
+                    if one.option_clicks:
+                        excesses.append(one.excess)
+            samples.append(excesses)
         row = counts.row()
         samples = [sample for sample in samples if sample]
         if samples:  # none where no episode clicked an option (coordinate clicks, invalid actions only)

@@ -24,7 +24,8 @@ A larger ``--rl-steps`` than an arm's finished run continues that run from its l
 ``results.json`` with the ``warm_start`` folder carries the experiment to another machine: copied into a fresh
 ``--out``, only the runs it does not hold are run there (:func:`earlier_record`), from weights checked to be the
 same (:func:`weights_digest`). Demonstrations and a warm start made again do not give the same weights (MiniWoB++'s
-score panel, in every screenshot, counts the episodes its page has played), so that is refused.
+score panel, in every screenshot, counts the episodes its page has played), so that is refused. A recorded run
+is run again only when its folder is there, or after its entry is removed from ``results.json``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from verl_asyncweb.bench.e2e import run_sampled
@@ -103,6 +104,7 @@ WARM_STEPS = {"laptop_learning": 200, "laptop_multistep": 1000}
 """Warm-start steps by default, per recipe (batch 4). laptop_multistep's 200-step warm start wrote an executable
 action in 3 of 100 multi-step decisions, too rarely for RL to find mixed groups; 1000 steps wrote one in ~70
 (docs/learning.md)."""
+
 HELD_OUT_BEFORE = (
     "held_out_before",
     "held_out_before_by_task",
@@ -111,6 +113,10 @@ HELD_OUT_BEFORE = (
 )
 """The warm start's held-out figures in ``results.json``: success rate, per task, steps to success per task, and
 per episode (0/1)."""
+
+
+EVALUATION_DEFAULTS = {"recipe": "laptop_learning", "recipe_overrides": []}
+"""Evaluation settings of a ``results.json`` written before it recorded them."""
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +335,7 @@ def task_rows(record: dict) -> list[str]:
     tasks = sorted(record.get("held_out_before_by_task") or {})
     if not tasks or not by_arm:
         return []
-    columns = [f"{arm} ({len(runs)} run{'s' if len(runs) > 1 else ''})" for arm, runs in by_arm.items()]
+    columns = [f"{arm} ({len(runs)} seed{'s' if len(runs) > 1 else ''})" for arm, runs in by_arm.items()]
     lines = ["", f"| task | warm start | {' | '.join(columns)} |", "| --- |" + " ---: |" * (len(by_arm) + 1)]
     for task in tasks:
         before_steps = (record.get("held_out_before_steps_by_task") or {}).get(task)
@@ -387,14 +393,25 @@ def _table(record: dict) -> str:
 
 
 def weights_digest(model: Path) -> str:
-    """SHA-256 over a model folder's ``*.safetensors`` files, by name: which warm start the arms trained from."""
+    """SHA-256 over a model folder's ``*.safetensors`` files (name, size, bytes): which warm start the arms
+    trained from."""
+    files = sorted(model.glob("*.safetensors"))
+    if not files:
+        raise SystemExit(f"{model} holds no *.safetensors weights")
     digest = hashlib.sha256()
-    for path in sorted(model.glob("*.safetensors")):
-        digest.update(path.name.encode())
+    for path in files:
+        digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())
         with path.open("rb") as weights:
             while chunk := weights.read(1 << 20):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+def by_arm_and_seed(runs: Iterable[dict]) -> list[dict]:
+    """``runs`` grouped by arm (in the order the arms first appear), each arm's by seed."""
+    runs = list(runs)
+    arms = list(dict.fromkeys(run["arm"] for run in runs))
+    return sorted(runs, key=lambda run: (arms.index(run["arm"]), run.get("seed", 0)))
 
 
 def recorded_runs(record: dict) -> dict[str, dict]:
@@ -403,28 +420,42 @@ def recorded_runs(record: dict) -> dict[str, dict]:
     return {run.get("run", run["arm"]): run for run in record.get("arms", [])}
 
 
-def earlier_record(results: Path, warm_start_digest: str, evaluation: dict) -> dict | None:
-    """What an earlier invocation into the same ``--out`` (or on another machine) wrote, or None: its runs are kept
-    and only runs it lacks are run. Refused when it was made from other warm-start weights or with another held-out
-    evaluation (``evaluation``: recipe, overrides, instances, temperature), whose arms would not compare."""
+def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
+    """What an earlier invocation into the same ``--out`` (or on another machine) wrote ({} if nothing): its runs
+    are kept and only runs it lacks are run. Refused, before any stage runs, when it was evaluated otherwise
+    (``evaluation``: recipe, overrides, instances, temperature; their arms would not compare) or when it names a
+    warm start that ``model`` does not hold (one made again here would be other weights)."""
+    from verl_asyncweb.learning.warm_start import WARM_START_FILE
+
     if not results.exists():
-        return None
+        return {}
     record = json.loads(results.read_text())
-    earlier_digest = record.get("warm_start_digest")
-    if earlier_digest is not None and earlier_digest != warm_start_digest:
-        raise SystemExit(
-            f"{results} holds runs trained from other warm-start weights (sha256 {earlier_digest[:12]}, these "
-            f"{warm_start_digest[:12]}): carry the warm_start folder with results.json, give another --out, or move "
-            "results.json away to start over"
-        )
     differing = [
-        f"{key}: {record[key]!r} there, {value!r} here"
+        f"{key}: {record.get(key, EVALUATION_DEFAULTS.get(key))!r} there, {value!r} here"
         for key, value in evaluation.items()
-        if key in record and record[key] != value
+        if record.get(key, EVALUATION_DEFAULTS.get(key)) != value
     ]
     if differing:
         raise SystemExit(f"{results} was evaluated otherwise ({'; '.join(differing)}): give another --out")
+    if "warm_start_digest" in record and not (model / WARM_START_FILE).exists():
+        raise SystemExit(
+            f"{results} records runs of a warm start that is not in {model}: copy that warm_start folder there (a "
+            "warm start made again is other weights), or give another --out"
+        )
+    if "warm_start_digest" not in record and record.get("arms"):
+        logger.warning("%s records no warm-start digest (written before it did): its runs are kept unchecked", results)
     return record
+
+
+def check_weights(record: dict, digest: str, results: Path) -> None:
+    """Refuse a ``results.json`` record whose runs trained from other warm-start weights than ``digest``."""
+    earlier = record.get("warm_start_digest")
+    if earlier is not None and earlier != digest:
+        raise SystemExit(
+            f"{results} holds runs trained from other warm-start weights (sha256 {earlier[:12]}, these "
+            f"{digest[:12]}): copy its warm_start folder here, give another --out, or move results.json away to "
+            "start over"
+        )
 
 
 def main(argv: list[str]) -> int:
@@ -483,33 +514,38 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args.out.mkdir(parents=True, exist_ok=True)
     demos, model = args.out / "demos", args.out / "warm_start"
-
-    if not (demos / "manifest.json").exists():
-        demo_tasks = args.demo_tasks or DEMO_TASKS.get(args.recipe, "all")
-        demo_tasks = None if demo_tasks == "all" else demo_tasks
-        logger.info("demonstrations -> %s (log: %s)", demos, args.out / "demos.log")
-        _python(
-            "verl_asyncweb.learning.demos",
-            *demos_args(args.instances, demos, demo_tasks, args.set, args.recipe),
-            log=args.out / "demos.log",
-        )
-    if not (model / "warm_start.json").exists():
-        logger.info("warm start -> %s (log: %s)", model, args.out / "warm_start.log")
-        _python(
-            "verl_asyncweb.learning.warm_start",
-            *warm_start_args(demos, model, args.size, args.warm_steps, args.recipe),
-            log=args.out / "warm_start.log",
-        )
-    manifest = json.loads((demos / "manifest.json").read_text())
-    warm = json.loads((model / "warm_start.json").read_text())
-    digest = weights_digest(model)
     evaluation = {
         "recipe": args.recipe,
         "recipe_overrides": args.set,
         "eval_instances": args.eval_instances,
         "temperature": args.temperature,
     }
-    earlier = earlier_record(args.out / "results.json", digest, evaluation) or {}
+    earlier = earlier_record(args.out / "results.json", evaluation, model)
+
+    from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE, WARM_START_FILE
+
+    if not (model / WARM_START_FILE).exists():
+        if not (demos / "manifest.json").exists():
+            demo_tasks = args.demo_tasks or DEMO_TASKS.get(args.recipe, "all")
+            demo_tasks = None if demo_tasks == "all" else demo_tasks
+            logger.info("demonstrations -> %s (log: %s)", demos, args.out / "demos.log")
+            _python(
+                "verl_asyncweb.learning.demos",
+                *demos_args(args.instances, demos, demo_tasks, args.set, args.recipe),
+                log=args.out / "demos.log",
+            )
+        logger.info("warm start -> %s (log: %s)", model, args.out / "warm_start.log")
+        _python(
+            "verl_asyncweb.learning.warm_start",
+            *warm_start_args(demos, model, args.size, args.warm_steps, args.recipe),
+            log=args.out / "warm_start.log",
+        )
+    # The warm start keeps a copy of its demonstrations' manifest: a carried one comes without the demonstrations.
+    manifest_path = model / DEMOS_MANIFEST_FILE if (model / DEMOS_MANIFEST_FILE).exists() else demos / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    warm = json.loads((model / WARM_START_FILE).read_text())
+    digest = weights_digest(model)
+    check_weights(earlier, digest, args.out / "results.json")
     if earlier.get("warm_start_digest") == digest and all(key in earlier for key in HELD_OUT_BEFORE):
         # The same weights, evaluated when the kept runs were: their gains are read against that draw.
         held_out_before = {key: earlier[key] for key in HELD_OUT_BEFORE}
@@ -544,9 +580,14 @@ def main(argv: list[str]) -> int:
     for name, seed in runs:
         run_name = arm_run_name(name, seed)
         if run_name in arms and not (args.out / run_name).exists():
-            logger.info("%s: kept as %s records it (no run folder here)", run_name, args.out / "results.json")
+            if arms[run_name]["steps"] != rl_steps:
+                raise SystemExit(
+                    f"{run_name} is recorded at {arms[run_name]['steps']} steps, not {rl_steps}, and its folder is "
+                    f"not in {args.out} to continue it: give --rl-steps {arms[run_name]['steps']} or another --out"
+                )
+            logger.info("%s: kept as results.json records it (no run folder here)", run_name)
             continue
-        logger.info("%s: %d RL steps (log: %s)", run_name, rl_steps, args.out / f"{run_name}.log")
+        logger.info("%s: to %d RL steps (log: %s)", run_name, rl_steps, args.out / f"{run_name}.log")
         result = run_arm(
             run_name,
             [*ARMS[name], *seed_overrides(seed)],
@@ -580,9 +621,9 @@ def main(argv: list[str]) -> int:
             held_out_curve=curve,
         )
         arms[run_name] = result
-        record["arms"] = list(arms.values())
+        record["arms"] = by_arm_and_seed(arms.values())
         (args.out / "results.json").write_text(json.dumps(record, indent=1))
-    record["arms"] = list(arms.values())
+    record["arms"] = by_arm_and_seed(arms.values())
     plot(record["arms"], record["held_out_before"], args.out / "success_vs_wall.png")
     print(_table(record))
     return 0
