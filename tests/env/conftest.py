@@ -40,8 +40,9 @@ async def pool():
 
 @pytest.fixture(scope="session")
 async def deterministic_pool():
-    """A second shared pool with ``deterministic_clock`` on (snapshot and replay tests, issue #16)."""
-    async with BrowserPool(pool_config(deterministic_clock=True)) as shared:
+    """A second shared pool with ``deterministic_clock`` on (snapshot and replay tests, issue #16), MiniWoB++'s
+    score panel shown so that restores are checked to bring back the counters it shows."""
+    async with BrowserPool(pool_config(deterministic_clock=True, miniwob_score_panel=True)) as shared:
         yield shared
 
 

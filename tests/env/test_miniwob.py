@@ -47,3 +47,34 @@ async def test_in_page_reset_reuses_the_page_and_changes_the_instance(pool, sess
     assert session.page is page and obs1.url == obs2.url
     again = await pool.reset(session, first)
     assert again.instruction == obs1.instruction
+
+
+async def _first_observations(pool, name: str, before: str, seed: int) -> tuple:
+    """An instance of ``name``'s first observation on a fresh page, and again after its session played (and
+    solved) another instance of ``before``."""
+    one = load_tasks("miniwob", names=[name], seed=seed)[0]
+    other = load_tasks("miniwob", names=[before], seed=seed + 1)[0]
+    async with pool.session() as s:
+        first = await pool.reset(s, one)
+        obs = await pool.reset(s, other)
+        assert (await solve(pool, s, obs, before, correct=True))[-1].reward == 1.0
+        return first, await pool.reset(s, one)
+
+
+async def test_the_score_panel_is_hidden_so_an_instance_looks_the_same_after_any_episode(pool, deterministic_pool):
+    """MiniWoB++'s score panel shows the page's previous reward and episode count: shown, the same instance looks
+    different after another episode on its page; hidden (the default), it looks the same."""
+    first, again = await _first_observations(deterministic_pool, "click-checkboxes", "click-checkboxes", 0)
+    assert "Episodes done" in again.accessibility_text and again.screenshot != first.screenshot
+    assert not pool.config.miniwob_score_panel and not pool.config.deterministic_clock
+    first, again = await _first_observations(pool, "click-checkboxes", "click-checkboxes", 0)
+    assert again.screenshot == first.screenshot and again.accessibility_text == first.accessibility_text
+    assert "Episodes done" not in again.accessibility_text and "reward" not in again.accessibility_text.lower()
+
+
+async def test_the_mouse_left_by_another_task_does_not_hover_the_next_one(pool):
+    """The mouse stays where the previous episode clicked unless the reset puts it back: here enter-text's Submit
+    button, over the Submit button of click-checkboxes' instance (seed 1; seeds 0, 2 and 3 do not overlap), which
+    is then hovered on its fresh page. With the wall clock running."""
+    first, again = await _first_observations(pool, "click-checkboxes", "enter-text", 1)
+    assert again.screenshot == first.screenshot

@@ -7,7 +7,13 @@ import pytest
 
 from verl_asyncweb.bench import learning
 
-EVALUATION = {"recipe": "laptop_multistep", "recipe_overrides": [], "eval_instances": 20, "temperature": 0.7}
+EVALUATION = {
+    "recipe": "laptop_multistep",
+    "recipe_overrides": [],
+    "eval_instances": 20,
+    "temperature": 0.7,
+    "miniwob_score_panel": False,
+}
 
 
 def _warm_start(folder, weights: bytes):
@@ -43,12 +49,31 @@ def test_a_record_from_other_weights_or_another_evaluation_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="a warm start that is not in"):
         learning.earlier_record(results, EVALUATION, tmp_path / "elsewhere")
     # Written before the digest and the recipe were recorded: kept unchecked, as laptop_learning's.
-    old = {key: value for key, value in EVALUATION.items() if key not in ("recipe", "recipe_overrides")}
+    old = {key: EVALUATION[key] for key in ("eval_instances", "temperature")}
     results.write_text(json.dumps({**old, "arms": [{"arm": "rl"}]}))
-    assert learning.earlier_record(results, {**EVALUATION, "recipe": "laptop_learning"}, model)["arms"]
+    then = {**EVALUATION, "recipe": "laptop_learning", "miniwob_score_panel": True}
+    assert learning.earlier_record(results, then, model)["arms"]
     with pytest.raises(SystemExit, match="recipe: 'laptop_learning' there, 'laptop_multistep' here"):
-        learning.earlier_record(results, EVALUATION, model)
+        learning.earlier_record(results, {**then, "recipe": "laptop_multistep"}, model)
     learning.check_weights({}, "b" * 64, results)
+
+
+def test_a_record_made_with_the_score_panel_shown_is_continued_only_with_it_shown(tmp_path):
+    """Records from before ``miniwob_score_panel`` existed were made with MiniWoB++'s score panel shown (its
+    default then): continued with the panel hidden their runs would not compare; setting the key continues them."""
+    settings = learning.evaluation_settings("laptop_multistep", [], 20, 0.7)
+    assert settings == EVALUATION
+    shown = learning.evaluation_settings("laptop_multistep", ["asyncweb.env.miniwob_score_panel=true"], 20, 0.7)
+    assert shown == {**EVALUATION, "miniwob_score_panel": True}, "the key is recorded on its own, not as an override"
+    other = learning.evaluation_settings("laptop_multistep", ["asyncweb.agent.max_steps=3"], 20, 0.7)
+    assert other["recipe_overrides"] == ["asyncweb.agent.max_steps=3"] and not other["miniwob_score_panel"]
+    results, model = tmp_path / "results.json", _warm_start(tmp_path / "warm_start", b"w")
+    (model / "warm_start.json").write_text("{}")
+    before_the_key = {key: value for key, value in EVALUATION.items() if key != "miniwob_score_panel"}
+    results.write_text(json.dumps({"warm_start_digest": "a" * 64, **before_the_key, "arms": [{"arm": "rl"}]}))
+    with pytest.raises(SystemExit, match="miniwob_score_panel: True there, False here"):
+        learning.earlier_record(results, settings, model)
+    assert learning.earlier_record(results, shown, model)["arms"] == [{"arm": "rl"}]
 
 
 def _run(arm: str, seed: int, after: float, steps: int = 20) -> dict:

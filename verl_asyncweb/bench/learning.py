@@ -23,9 +23,9 @@ A larger ``--rl-steps`` than an arm's finished run continues that run from its l
 
 ``results.json`` with the ``warm_start`` folder carries the experiment to another machine: copied into a fresh
 ``--out``, only the runs it does not hold are run there (:func:`earlier_record`), from weights checked to be the
-same (:func:`weights_digest`). Demonstrations and a warm start made again do not give the same weights (MiniWoB++'s
-score panel, in every screenshot, counts the episodes its page has played), so that is refused. A recorded run
-is run again only when its folder is there, or after its entry is removed from ``results.json``.
+same (:func:`weights_digest`); other weights are refused. A recorded run is run again only when its folder is
+there, or after its entry is removed from ``results.json``. Records from before 2026-12-06 were made with MiniWoB++'s
+score panel shown (``--set asyncweb.env.miniwob_score_panel=true`` continues them; :func:`evaluation_settings`).
 """
 
 from __future__ import annotations
@@ -115,8 +115,11 @@ HELD_OUT_BEFORE = (
 per episode (0/1)."""
 
 
-EVALUATION_DEFAULTS = {"recipe": "laptop_learning", "recipe_overrides": []}
-"""Evaluation settings of a ``results.json`` written before it recorded them."""
+EVALUATION_DEFAULTS = {"recipe": "laptop_learning", "recipe_overrides": [], "miniwob_score_panel": True}
+"""Evaluation settings of a ``results.json`` written before it recorded them (MiniWoB++'s score panel was shown
+until 2026-12-06)."""
+
+SCORE_PANEL_KEY = "asyncweb.env.miniwob_score_panel"
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +143,19 @@ def demos_args(
         *([f"--tasks={tasks}"] if tasks else []),
         *overrides,
     ]
+
+
+def evaluation_settings(recipe: str, overrides: list[str], eval_instances: int, temperature: float) -> dict:
+    """What held-out figures depend on besides the weights, as ``results.json`` records them: recipe, overrides,
+    instances, temperature, and whether observations showed MiniWoB++'s score panel (as the recipe and overrides
+    leave it; recorded on its own, so that a record from before the key existed is continued by setting it)."""
+    return {
+        "recipe": recipe,
+        "recipe_overrides": [o for o in overrides if o.split("=", 1)[0].lstrip("+") != SCORE_PANEL_KEY],
+        "eval_instances": eval_instances,
+        "temperature": temperature,
+        "miniwob_score_panel": bool(compose_recipe(recipe, list(overrides)).asyncweb.env.miniwob_score_panel),
+    }
 
 
 def recipe_rl_steps(recipe: str, overrides: list[str] = ()) -> int:
@@ -514,12 +530,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args.out.mkdir(parents=True, exist_ok=True)
     demos, model = args.out / "demos", args.out / "warm_start"
-    evaluation = {
-        "recipe": args.recipe,
-        "recipe_overrides": args.set,
-        "eval_instances": args.eval_instances,
-        "temperature": args.temperature,
-    }
+    evaluation = evaluation_settings(args.recipe, args.set, args.eval_instances, args.temperature)
     earlier = earlier_record(args.out / "results.json", evaluation, model)
 
     from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE, WARM_START_FILE

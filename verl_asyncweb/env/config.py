@@ -100,6 +100,10 @@ class BrowserPoolConfig(BaseConfig):
             real time, as a live agent sees them.
         clock_step_ms: Page time one step lets pass when ``deterministic_clock`` is on (timers and animations due
             in it run before the observation).
+        miniwob_score_panel: Show MiniWoB++'s score panel (last reward, 10-episode average, time left, episodes
+            done) beside the task. Off by default: MiniWoB++'s own environment crops it out, it shows the outcome
+            of the page's previous episode, and it makes observations (and demonstrations recorded again) depend
+            on which page played which episode. Runs recorded before 2026-12-06 had it on.
         latency: Simulated web latency (benchmarks).
     """
 
@@ -129,6 +133,7 @@ class BrowserPoolConfig(BaseConfig):
     remote_retry_s: float = 60.0
     deterministic_clock: bool = False
     clock_step_ms: int = 1000
+    miniwob_score_panel: bool = False
     latency: LatencyConfig = field(default_factory=LatencyConfig)
 
     def __post_init__(self):

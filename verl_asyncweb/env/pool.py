@@ -258,11 +258,10 @@ class BrowserPool(SnapshotMixin):
         )
 
     async def _start_history(self, session: Session, mouse: tuple[float, float]) -> None:
-        """Mark the page's current history entry as the episode's first; with the deterministic clock, put the
-        mouse where the episode has it (hover styles would otherwise depend on the page's previous episode)."""
+        """Mark the page's current history entry as the episode's first and put the mouse where the episode has it
+        (hover styles would otherwise depend on where the page's previous episode left it)."""
         session.history_base, _ = await navigation_history(session, self.config.action_timeout_s)
-        if self.config.deterministic_clock:
-            await asyncio.wait_for(session.page.mouse.move(*mouse), self.config.action_timeout_s)
+        await asyncio.wait_for(session.page.mouse.move(*mouse), self.config.action_timeout_s)
 
     async def _reset_miniwob(self, session: Session, task: Task, url: str) -> Observation:
         await self._start_miniwob(session, task, url, counters=None)
@@ -281,6 +280,7 @@ class BrowserPool(SnapshotMixin):
             "seed": task.seed if task.seed is not None else 0,
             "counters": counters,
             "timeMs": EPOCH_MS if self.config.deterministic_clock else None,
+            "scorePanel": self.config.miniwob_score_panel,
         }
         session.wob_counters = await asyncio.wait_for(page.evaluate(START_EPISODE_JS, args), t)
         await asyncio.wait_for(page.wait_for_function("() => WOB_TASK_READY", timeout=t * 1000), t + 1)

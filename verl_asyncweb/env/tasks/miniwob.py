@@ -14,9 +14,10 @@ MINIWOB_URL_PREFIX = "/miniwob/"
 # the raw reward anyway (DESIGN.md section 4).
 EPISODE_MAX_TIME_MS = 10**9
 
-# In-page reset of a MiniWoB++ task. Returns the counters and reward history the page shows (they persist across
-# the in-page episodes and are visible in screenshots); a snapshot restore passes them back in ``args.counters``.
-# Focus left by the previous episode (static elements survive the regeneration) is dropped.
+# In-page reset of a MiniWoB++ task. Returns the counters and reward history the page keeps (they persist across
+# the in-page episodes, and its score panel shows them unless ``args.scorePanel`` is false); a snapshot restore
+# passes them back in ``args.counters``. Focus left by the previous episode (static elements survive the
+# regeneration) is dropped.
 START_EPISODE_JS = """
 (args) => {
   const display = ['reward-last', 'reward-avg', 'episode-id'];
@@ -36,6 +37,8 @@ START_EPISODE_JS = """
     const el = document.getElementById(id);
     if (el) counters.display[id] = [el.innerHTML, el.getAttribute('style')];
   }
+  const panel = document.getElementById('reward-display');
+  if (panel && !args.scorePanel) panel.style.display = 'none';
   if (document.activeElement && document.activeElement !== document.body) document.activeElement.blur();
   if (args.timeMs !== null && globalThis.__pwClock) globalThis.__pwClock.controller.setSystemTime(args.timeMs);
   core.EPISODE_MAX_TIME = args.maxTime;
