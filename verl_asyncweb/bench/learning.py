@@ -317,9 +317,10 @@ def arm_summaries(record: dict) -> list[str]:
     (:mod:`verl_asyncweb.compare.confidence`)."""
     from verl_asyncweb.compare.confidence import difference_interval, mean_interval
 
-    by_arm: dict[str, list[list[float]]] = {}
-    for run in record["arms"]:
-        by_arm.setdefault(run["arm"], []).append(run.get("held_out_after_outcomes") or [run["held_out_after"]])
+    by_arm = {
+        arm: [run.get("held_out_after_outcomes") or [run["held_out_after"]] for run in runs]
+        for arm, runs in runs_by_arm(record["arms"]).items()
+    }
     before = [record.get("held_out_before_outcomes") or [record["held_out_before"]]]
     lines = ["", "| arm | held-out after, mean [95% CI] | gain over the warm start [95% CI] | resolved |"]
     lines.append("| --- | --- | --- | --- |")
@@ -344,10 +345,7 @@ def task_rows(record: dict) -> list[str]:
             return "n/a"
         return f"{sum(rates) / len(rates):.2f}" + (f" ({sum(steps) / len(steps):.1f} steps)" if steps else "")
 
-    by_arm: dict[str, list[dict]] = {}
-    for run in record["arms"]:
-        if run.get("held_out_after_by_task"):
-            by_arm.setdefault(run["arm"], []).append(run)
+    by_arm = runs_by_arm(run for run in record["arms"] if run.get("held_out_after_by_task"))
     tasks = sorted(record.get("held_out_before_by_task") or {})
     if not tasks or not by_arm:
         return []
@@ -423,11 +421,17 @@ def weights_digest(model: Path) -> str:
     return digest.hexdigest()
 
 
+def runs_by_arm(runs: Iterable[dict]) -> dict[str, list[dict]]:
+    """``runs`` grouped by arm, in the order the arms first appear."""
+    by_arm: dict[str, list[dict]] = {}
+    for run in runs:
+        by_arm.setdefault(run["arm"], []).append(run)
+    return by_arm
+
+
 def by_arm_and_seed(runs: Iterable[dict]) -> list[dict]:
     """``runs`` grouped by arm (in the order the arms first appear), each arm's by seed."""
-    runs = list(runs)
-    arms = list(dict.fromkeys(run["arm"] for run in runs))
-    return sorted(runs, key=lambda run: (arms.index(run["arm"]), run.get("seed", 0)))
+    return [run for group in runs_by_arm(runs).values() for run in sorted(group, key=lambda r: r.get("seed", 0))]
 
 
 def recorded_runs(record: dict) -> dict[str, dict]:
