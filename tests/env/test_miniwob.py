@@ -1,5 +1,7 @@
 """MiniWoB++ through the pool: scripted correct actions give reward 1, wrong ones reward 0 (never the raw -1)."""
 
+import re
+
 import pytest
 
 from verl_asyncweb.env import load_tasks
@@ -49,32 +51,42 @@ async def test_in_page_reset_reuses_the_page_and_changes_the_instance(pool, sess
     assert again.instruction == obs1.instruction
 
 
-async def _first_observations(pool, name: str, before: str, seed: int) -> tuple:
-    """An instance of ``name``'s first observation on a fresh page, and again after its session played (and
-    solved) another instance of ``before``."""
-    one = load_tasks("miniwob", names=[name], seed=seed)[0]
-    other = load_tasks("miniwob", names=[before], seed=seed + 1)[0]
+def _centre(obs, text: str) -> tuple[int, int]:
+    """Centre (0-1000 coordinates) of the button labelled ``text`` in ``obs``'s element list."""
+    x, y = re.search(rf'button "{text}" @\((\d+),(\d+)\)', obs.accessibility_text).groups()
+    return int(x), int(y)
+
+
+async def _first_observations(pool, name: str) -> tuple:
+    """An instance of ``name``'s first observation, and again after its page played (and solved) another one."""
+    one, other = load_tasks("miniwob", names=[name], seed=0, episodes_per_task=2)
     async with pool.session() as s:
         first = await pool.reset(s, one)
         obs = await pool.reset(s, other)
-        assert (await solve(pool, s, obs, before, correct=True))[-1].reward == 1.0
+        assert (await solve(pool, s, obs, name, correct=True))[-1].reward == 1.0
         return first, await pool.reset(s, one)
 
 
 async def test_the_score_panel_is_hidden_so_an_instance_looks_the_same_after_any_episode(pool, deterministic_pool):
     """MiniWoB++'s score panel shows the page's previous reward and episode count: shown, the same instance looks
     different after another episode on its page; hidden (the default), it looks the same."""
-    first, again = await _first_observations(deterministic_pool, "click-checkboxes", "click-checkboxes", 0)
+    first, again = await _first_observations(deterministic_pool, "click-checkboxes")
     assert "Episodes done" in again.accessibility_text and again.screenshot != first.screenshot
     assert not pool.config.miniwob_score_panel and not pool.config.deterministic_clock
-    first, again = await _first_observations(pool, "click-checkboxes", "click-checkboxes", 0)
+    first, again = await _first_observations(pool, "click-checkboxes")
     assert again.screenshot == first.screenshot and again.accessibility_text == first.accessibility_text
     assert "Episodes done" not in again.accessibility_text and "reward" not in again.accessibility_text.lower()
 
 
-async def test_the_mouse_left_by_another_task_does_not_hover_the_next_one(pool):
-    """The mouse stays where the previous episode clicked unless the reset puts it back: here enter-text's Submit
-    button, over the Submit button of click-checkboxes' instance (seed 1; seeds 0, 2 and 3 do not overlap), which
-    is then hovered on its fresh page. With the wall clock running."""
-    first, again = await _first_observations(pool, "click-checkboxes", "enter-text", 1)
+async def test_a_button_the_mouse_was_left_over_is_not_drawn_hovered_at_the_next_reset(pool):
+    """The mouse stays where the previous episode left it (here over click-checkboxes' Submit button, drawn
+    otherwise when hovered) unless the reset puts it back. With the wall clock running."""
+    one = load_tasks("miniwob", names=["click-checkboxes"], seed=1)[0]
+    async with pool.session() as s:
+        first = await pool.reset(s, one)
+        x, y = _centre(first, "Submit")
+        away = await s.page.screenshot()
+        await s.page.mouse.move(x * pool.config.viewport_width / 1000, y * pool.config.viewport_height / 1000)
+        assert await s.page.screenshot() != away, "hovered, the button is drawn otherwise"
+        again = await pool.reset(s, one)
     assert again.screenshot == first.screenshot

@@ -71,9 +71,19 @@ def test_a_record_made_with_the_score_panel_shown_is_continued_only_with_it_show
     (model / "warm_start.json").write_text("{}")
     before_the_key = {key: value for key, value in EVALUATION.items() if key != "miniwob_score_panel"}
     results.write_text(json.dumps({"warm_start_digest": "a" * 64, **before_the_key, "arms": [{"arm": "rl"}]}))
-    with pytest.raises(SystemExit, match="miniwob_score_panel: True there, False here"):
+    hint = r"True there, False here\): run with --set asyncweb.env.miniwob_score_panel=true, or give another --out"
+    with pytest.raises(SystemExit, match=hint):
         learning.earlier_record(results, settings, model)
     assert learning.earlier_record(results, shown, model)["arms"] == [{"arm": "rl"}]
+    with pytest.raises(SystemExit, match=r"eval_instances: 20 there, 10 here\): give another --out"):
+        learning.earlier_record(results, {**shown, "eval_instances": 10}, model)
+    # Demonstrations (and the warm start trained on them) are held to the same setting.
+    learning.check_score_panel({"miniwob_score_panel": False}, settings, model)
+    learning.check_score_panel({}, shown, model)
+    with pytest.raises(SystemExit, match="recorded with MiniWoB\\+\\+'s score panel shown: run with --set"):
+        learning.check_score_panel({}, settings, model)
+    with pytest.raises(SystemExit, match="score panel hidden: run with --set asyncweb.env.miniwob_score_panel=false"):
+        learning.check_score_panel({"miniwob_score_panel": False}, shown, model)
 
 
 def _run(arm: str, seed: int, after: float, steps: int = 20) -> dict:
@@ -104,7 +114,15 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
         json.dumps({"steps": 1000, "train_s": 1456.0, "loss_first": 3.1, "loss_last": 0.2})
     )
     (model / "demos_manifest.json").write_text(
-        json.dumps({"episodes": 300, "steps": 801, "record_s": 65.0, "instances": [["click-option", 1]]})
+        json.dumps(
+            {
+                "episodes": 300,
+                "steps": 801,
+                "record_s": 65.0,
+                "instances": [["click-option", 1]],
+                "miniwob_score_panel": False,
+            }
+        )
     )
     carried = {
         "warm_start_digest": learning.weights_digest(model),

@@ -20,7 +20,14 @@ from verl_asyncweb.agent.prompts import element_targets
 from verl_asyncweb.agent.response import parse_response
 from verl_asyncweb.config.schema import AsyncWebConfig
 from verl_asyncweb.learning.demos import load_demos, record_demos
-from verl_asyncweb.learning.evaluate import agent_loop_kwargs, demo_prompt_settings, evaluate, trained_instances
+from verl_asyncweb.learning.evaluate import (
+    agent_loop_kwargs,
+    demo_prompt_settings,
+    demo_score_panel,
+    evaluate,
+    resolve,
+    trained_instances,
+)
 from verl_asyncweb.learning.splits import HELD_OUT_SEED
 from verl_asyncweb.learning.warm_start import prompt_builder, step_sample, warm_start
 from verl_asyncweb.main import load_config
@@ -49,6 +56,7 @@ def demos(tmp_path_factory, learning_config):
 def test_demonstrations_are_successful_episodes_in_the_agents_layout(demos):
     out, manifest = demos
     assert manifest["episodes"] == 4 and not manifest["failed"]
+    assert manifest["miniwob_score_panel"] is False, "the default observation hides the score panel"
     steps = load_demos(out)
     assert len(steps) == manifest["steps"] == 4
     assert {step["name"] for step in steps} == {"click-test", "click-link"}
@@ -165,6 +173,30 @@ def test_a_copied_warm_start_is_checked_against_its_own_copy_of_the_demonstratio
     with caplog.at_level("WARNING"):
         assert trained_instances(model_dir, None) == set()
     assert "held-out instances are not checked" in caplog.text
+
+
+def test_a_warm_start_and_a_run_folder_are_evaluated_with_the_score_panel_they_were_trained_on(tmp_path, caplog):
+    """Demonstrations and run folders that do not say were recorded with MiniWoB++'s score panel shown."""
+    model_dir = tmp_path / "warm_start"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    (model_dir / "warm_start.json").write_text(json.dumps({"demos": str(tmp_path / "gone")}))
+    (model_dir / "demos_manifest.json").write_text(json.dumps({"instances": []}))
+    assert demo_score_panel(model_dir) is True
+    with caplog.at_level("WARNING"):
+        assert resolve(model_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is True
+    assert "miniwob_score_panel=True as in its demonstrations" in caplog.text
+    (model_dir / "demos_manifest.json").write_text(json.dumps({"instances": [], "miniwob_score_panel": False}))
+    assert resolve(model_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is False
+    assert demo_score_panel(tmp_path) is None, "not a warm start"
+
+    run_dir = tmp_path / "run"
+    (run_dir / "global_step_1" / "actor" / "huggingface").mkdir(parents=True)
+    (run_dir / "global_step_1" / "actor" / "huggingface" / "model.safetensors").write_bytes(b"")
+    (run_dir / "config.yaml").write_text("asyncweb: {env: {deterministic_clock: false}}\n")
+    assert resolve(run_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is True
+    (run_dir / "config.yaml").write_text("asyncweb: {env: {miniwob_score_panel: false}}\n")
+    assert resolve(run_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is False
 
 
 def test_held_out_instances_never_meet_the_learning_recipes_training_instances(learning_config):

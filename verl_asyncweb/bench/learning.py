@@ -24,8 +24,9 @@ A larger ``--rl-steps`` than an arm's finished run continues that run from its l
 ``results.json`` with the ``warm_start`` folder carries the experiment to another machine: copied into a fresh
 ``--out``, only the runs it does not hold are run there (:func:`earlier_record`), from weights checked to be the
 same (:func:`weights_digest`); other weights are refused. A recorded run is run again only when its folder is
-there, or after its entry is removed from ``results.json``. Records from before 2026-12-06 were made with MiniWoB++'s
-score panel shown (``--set asyncweb.env.miniwob_score_panel=true`` continues them; :func:`evaluation_settings`).
+there, or after its entry is removed from ``results.json``. Records, demonstrations and warm starts that do not say
+whether MiniWoB++'s score panel was shown were made with it shown (``--set asyncweb.env.miniwob_score_panel=true``
+continues them; :func:`evaluation_settings`, :func:`check_score_panel`).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ per episode (0/1)."""
 
 EVALUATION_DEFAULTS = {"recipe": "laptop_learning", "recipe_overrides": [], "miniwob_score_panel": True}
 """Evaluation settings of a ``results.json`` written before it recorded them (MiniWoB++'s score panel was shown
-until 2026-12-06)."""
+before ``asyncweb.env.miniwob_score_panel`` existed)."""
 
 SCORE_PANEL_KEY = "asyncweb.env.miniwob_score_panel"
 
@@ -151,11 +152,23 @@ def evaluation_settings(recipe: str, overrides: list[str], eval_instances: int, 
     leave it; recorded on its own, so that a record from before the key existed is continued by setting it)."""
     return {
         "recipe": recipe,
-        "recipe_overrides": [o for o in overrides if o.split("=", 1)[0].lstrip("+") != SCORE_PANEL_KEY],
+        "recipe_overrides": [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != SCORE_PANEL_KEY],
         "eval_instances": eval_instances,
         "temperature": temperature,
         "miniwob_score_panel": bool(compose_recipe(recipe, list(overrides)).asyncweb.env.miniwob_score_panel),
     }
+
+
+def check_score_panel(manifest: dict, evaluation: dict, where: Path) -> None:
+    """Refuse demonstrations (and so the warm start trained on them) whose observations showed MiniWoB++'s score
+    panel otherwise than the evaluations and runs would (a manifest that does not say was recorded with it shown)."""
+    recorded = manifest.get("miniwob_score_panel", True)
+    if recorded != evaluation["miniwob_score_panel"]:
+        shown = "shown" if recorded else "hidden"
+        raise SystemExit(
+            f"{where}: the demonstrations were recorded with MiniWoB++'s score panel {shown}: run with --set "
+            f"{SCORE_PANEL_KEY}={str(recorded).lower()}, or give another --out"
+        )
 
 
 def recipe_rl_steps(recipe: str, overrides: list[str] = ()) -> int:
@@ -373,7 +386,8 @@ def _table(record: dict) -> str:
         f"held-out success of the warm start: {record['held_out_before']:.3f} ({record['eval_instances']} instances"
         f" per task, T={record['temperature']:g})",
         f"{record.get('recipe', 'laptop_learning')} overrides: "
-        f"{' '.join(record.get('recipe_overrides') or []) or 'none'}",
+        f"{' '.join(record.get('recipe_overrides') or []) or 'none'}; MiniWoB++ score panel "
+        f"{'shown' if record.get('miniwob_score_panel', EVALUATION_DEFAULTS['miniwob_score_panel']) else 'hidden'}",
         "",
         "| arm | seed | steps | env steps | RL wall min | held-out after | gain | steps to success | invalid actions "
         "| trained traj/h | members/step | peak memory GiB |",
@@ -443,8 +457,8 @@ def recorded_runs(record: dict) -> dict[str, dict]:
 def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
     """What an earlier invocation into the same ``--out`` (or on another machine) wrote ({} if nothing): its runs
     are kept and only runs it lacks are run. Refused, before any stage runs, when it was evaluated otherwise
-    (``evaluation``: recipe, overrides, instances, temperature; their arms would not compare) or when it names a
-    warm start that ``model`` does not hold (one made again here would be other weights)."""
+    (``evaluation``: :func:`evaluation_settings`; their arms would not compare) or when it names a warm start that
+    ``model`` does not hold (one made again here would be other weights)."""
     from verl_asyncweb.learning.warm_start import WARM_START_FILE
 
     if not results.exists():
@@ -456,7 +470,10 @@ def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
         if record.get(key, EVALUATION_DEFAULTS.get(key)) != value
     ]
     if differing:
-        raise SystemExit(f"{results} was evaluated otherwise ({'; '.join(differing)}): give another --out")
+        panel = record.get("miniwob_score_panel", EVALUATION_DEFAULTS["miniwob_score_panel"])
+        only_the_panel = len(differing) == 1 and panel != evaluation["miniwob_score_panel"]
+        hint = f"run with --set {SCORE_PANEL_KEY}={str(panel).lower()}, or " if only_the_panel else ""
+        raise SystemExit(f"{results} was evaluated otherwise ({'; '.join(differing)}): {hint}give another --out")
     if "warm_start_digest" in record and not (model / WARM_START_FILE).exists():
         raise SystemExit(
             f"{results} records runs of a warm start that is not in {model}: copy that warm_start folder there (a "
@@ -549,6 +566,7 @@ def main(argv: list[str]) -> int:
                 *demos_args(args.instances, demos, demo_tasks, args.set, args.recipe),
                 log=args.out / "demos.log",
             )
+        check_score_panel(json.loads((demos / "manifest.json").read_text()), evaluation, demos)
         logger.info("warm start -> %s (log: %s)", model, args.out / "warm_start.log")
         _python(
             "verl_asyncweb.learning.warm_start",
@@ -558,6 +576,7 @@ def main(argv: list[str]) -> int:
     # The warm start keeps a copy of its demonstrations' manifest: a carried one comes without the demonstrations.
     manifest_path = model / DEMOS_MANIFEST_FILE if (model / DEMOS_MANIFEST_FILE).exists() else demos / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
+    check_score_panel(manifest, evaluation, model)
     warm = json.loads((model / WARM_START_FILE).read_text())
     digest = weights_digest(model)
     check_weights(earlier, digest, args.out / "results.json")

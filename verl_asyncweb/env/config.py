@@ -103,7 +103,8 @@ class BrowserPoolConfig(BaseConfig):
         miniwob_score_panel: Show MiniWoB++'s score panel (last reward, 10-episode average, time left, episodes
             done) beside the task. Off by default: MiniWoB++'s own environment crops it out, it shows the outcome
             of the page's previous episode, and it makes observations (and demonstrations recorded again) depend
-            on which page played which episode. Runs recorded before 2026-12-06 had it on.
+            on which page played which episode. Runs and demonstrations recorded before this key existed had it
+            shown.
         latency: Simulated web latency (benchmarks).
     """
 

@@ -211,7 +211,7 @@ class SnapshotMixin:
         if served and url.startswith(self.site_origin + "/"):
             reason = "bundled site: server state, cookies, storage, URL, history, form values, focus and scroll"
             if not clock:
-                reason += " (asyncweb.env.deterministic_clock is off: caret blink and hover may differ in screenshots)"
+                reason += " (asyncweb.env.deterministic_clock is off: the caret's blink may differ in screenshots)"
             return "site", True, reason
         where = origin_of(url) if url.startswith("http") else url
         reason = (

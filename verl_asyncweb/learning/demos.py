@@ -179,6 +179,7 @@ def record_demos(tasks: list[Task], agent: AgentConfig, env: BrowserPoolConfig, 
         "instances": sorted({(t.metadata.get("name", t.task_id), t.seed) for t in tasks}, key=str),
         "agent": asdict(agent),
         "viewport": [env.viewport_width, env.viewport_height],
+        "miniwob_score_panel": env.miniwob_score_panel,
         "record_s": round(time.time() - started, 1),
     }
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1))

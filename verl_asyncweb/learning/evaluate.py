@@ -85,8 +85,9 @@ def resolve(
     newest) or a model folder.
 
     A model folder gets the recipe's settings with ``overrides`` (``key=value``), except that a warm start keeps
-    the prompt settings its demonstrations were recorded with (:data:`PROMPT_SETTINGS`): it was trained to answer
-    those prompts. A run folder is evaluated with the config it trained with.
+    the prompt settings and MiniWoB++ score panel its demonstrations were recorded with (:data:`PROMPT_SETTINGS`,
+    :func:`demo_score_panel`): it was trained on those observations. A run folder is evaluated with the config it
+    trained with (one written before ``asyncweb.env.miniwob_score_panel`` existed showed the panel).
     """
     if (path / "config.json").is_file():
         if step is not None:
@@ -98,11 +99,19 @@ def resolve(
             if cfg.asyncweb.agent[key] != value:
                 logger.warning("%s: asyncweb.agent.%s=%s as in its demonstrations", path, key, value)
                 cfg.asyncweb.agent[key] = value
+        panel = demo_score_panel(path)
+        if panel is not None and cfg.asyncweb.env.miniwob_score_panel != panel:
+            logger.warning("%s: asyncweb.env.miniwob_score_panel=%s as in its demonstrations", path, panel)
+            cfg.asyncweb.env.miniwob_score_panel = panel
         return path, cfg, None
     if (path / "config.yaml").is_file():
         if overrides:
             raise ValueError(f"{path} is a run folder, evaluated with the config it trained with: --set is for a model")
-        return checkpoint_model(path, step), OmegaConf.load(path / "config.yaml"), path
+        cfg = OmegaConf.load(path / "config.yaml")
+        env = cfg.get("asyncweb", {}).get("env")
+        if env is not None and "miniwob_score_panel" not in env:
+            env.miniwob_score_panel = True
+        return checkpoint_model(path, step), cfg, path
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
 
@@ -139,6 +148,13 @@ def demo_prompt_settings(model_dir: Path) -> dict[str, Any]:
         return {}
     recorded = manifest.get("agent", {})
     return {key: recorded.get(key, getattr(AgentConfig(), key)) for key in PROMPT_SETTINGS}
+
+
+def demo_score_panel(model_dir: Path) -> bool | None:
+    """Whether the demonstrations behind a warm start showed MiniWoB++'s score panel (those recorded before the
+    manifest said did); None for any other model folder."""
+    manifest = demo_manifest(model_dir)
+    return None if manifest is None else manifest.get("miniwob_score_panel", True)
 
 
 def trained_instances(model_dir: Path, run_dir: Path | None) -> set[tuple[str, int]]:
