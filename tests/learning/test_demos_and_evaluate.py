@@ -22,9 +22,10 @@ from verl_asyncweb.config.schema import AsyncWebConfig
 from verl_asyncweb.learning.demos import load_demos, record_demos
 from verl_asyncweb.learning.evaluate import (
     agent_loop_kwargs,
+    demo_manifest,
     demo_prompt_settings,
-    demo_score_panel,
     evaluate,
+    recorded_score_panel,
     resolve,
     trained_instances,
 )
@@ -166,13 +167,14 @@ def test_a_copied_warm_start_is_checked_against_its_own_copy_of_the_demonstratio
     manifest = {"instances": [["click-test", held_out.seed]], "agent": agent}
     (model_dir / "demos_manifest.json").write_text(json.dumps(manifest))
     assert trained_instances(model_dir, None) == {("click-test", held_out.seed)}
-    assert demo_prompt_settings(model_dir)["click_target"] == "element"
+    assert demo_prompt_settings(demo_manifest(model_dir))["click_target"] == "element"
     with pytest.raises(ValueError, match="1 held-out instances were also used for training"):
         evaluate(model_dir, task_specs=["miniwob:click-test"], instances=3)
     (model_dir / "demos_manifest.json").unlink()
     with caplog.at_level("WARNING"):
         assert trained_instances(model_dir, None) == set()
-    assert "held-out instances are not checked" in caplog.text
+        assert resolve(model_dir, "laptop_learning")[0] == model_dir
+    assert caplog.text.count("held-out instances are not checked") == 1, "said once, however often it is read"
 
 
 def test_a_warm_start_and_a_run_folder_are_evaluated_with_the_score_panel_they_were_trained_on(tmp_path, caplog):
@@ -182,13 +184,13 @@ def test_a_warm_start_and_a_run_folder_are_evaluated_with_the_score_panel_they_w
     (model_dir / "config.json").write_text("{}")
     (model_dir / "warm_start.json").write_text(json.dumps({"demos": str(tmp_path / "gone")}))
     (model_dir / "demos_manifest.json").write_text(json.dumps({"instances": []}))
-    assert demo_score_panel(model_dir) is True
+    assert recorded_score_panel(demo_manifest(model_dir)) is True
     with caplog.at_level("WARNING"):
         assert resolve(model_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is True
     assert "miniwob_score_panel=True as in its demonstrations" in caplog.text
     (model_dir / "demos_manifest.json").write_text(json.dumps({"instances": [], "miniwob_score_panel": False}))
     assert resolve(model_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is False
-    assert demo_score_panel(tmp_path) is None, "not a warm start"
+    assert demo_manifest(tmp_path) is None, "not a warm start"
 
     run_dir = tmp_path / "run"
     (run_dir / "global_step_1" / "actor" / "huggingface").mkdir(parents=True)

@@ -50,7 +50,7 @@ from verl_asyncweb.compare.metric_names import (
     WALL_S,
 )
 from verl_asyncweb.compare.runs import metrics_files, read_metrics
-from verl_asyncweb.learning.evaluate import checkpoint_steps, output_file
+from verl_asyncweb.learning.evaluate import SCORE_PANEL_UNRECORDED, checkpoint_steps, output_file, recorded_score_panel
 from verl_asyncweb.recipes_registry import compose_recipe
 from verl_asyncweb.run_folder import RunFolder
 
@@ -116,9 +116,12 @@ HELD_OUT_BEFORE = (
 per episode (0/1)."""
 
 
-EVALUATION_DEFAULTS = {"recipe": "laptop_learning", "recipe_overrides": [], "miniwob_score_panel": True}
-"""Evaluation settings of a ``results.json`` written before it recorded them (MiniWoB++'s score panel was shown
-before ``asyncweb.env.miniwob_score_panel`` existed)."""
+EVALUATION_DEFAULTS = {
+    "recipe": "laptop_learning",
+    "recipe_overrides": [],
+    "miniwob_score_panel": SCORE_PANEL_UNRECORDED,
+}
+"""Evaluation settings of a ``results.json`` written before it recorded them."""
 
 SCORE_PANEL_KEY = "asyncweb.env.miniwob_score_panel"
 
@@ -162,7 +165,7 @@ def evaluation_settings(recipe: str, overrides: list[str], eval_instances: int, 
 def check_score_panel(manifest: dict, evaluation: dict, where: Path) -> None:
     """Refuse demonstrations (and so the warm start trained on them) whose observations showed MiniWoB++'s score
     panel otherwise than the evaluations and runs would (a manifest that does not say was recorded with it shown)."""
-    recorded = manifest.get("miniwob_score_panel", True)
+    recorded = recorded_score_panel(manifest)
     if recorded != evaluation["miniwob_score_panel"]:
         shown = "shown" if recorded else "hidden"
         raise SystemExit(
@@ -387,7 +390,7 @@ def _table(record: dict) -> str:
         f" per task, T={record['temperature']:g})",
         f"{record.get('recipe', 'laptop_learning')} overrides: "
         f"{' '.join(record.get('recipe_overrides') or []) or 'none'}; MiniWoB++ score panel "
-        f"{'shown' if record.get('miniwob_score_panel', EVALUATION_DEFAULTS['miniwob_score_panel']) else 'hidden'}",
+        f"{'shown' if recorded_score_panel(record) else 'hidden'}",
         "",
         "| arm | seed | steps | env steps | RL wall min | held-out after | gain | steps to success | invalid actions "
         "| trained traj/h | members/step | peak memory GiB |",
@@ -470,7 +473,7 @@ def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
         if record.get(key, EVALUATION_DEFAULTS.get(key)) != value
     ]
     if differing:
-        panel = record.get("miniwob_score_panel", EVALUATION_DEFAULTS["miniwob_score_panel"])
+        panel = recorded_score_panel(record)
         only_the_panel = len(differing) == 1 and panel != evaluation["miniwob_score_panel"]
         hint = f"run with --set {SCORE_PANEL_KEY}={str(panel).lower()}, or " if only_the_panel else ""
         raise SystemExit(f"{results} was evaluated otherwise ({'; '.join(differing)}): {hint}give another --out")
@@ -566,6 +569,7 @@ def main(argv: list[str]) -> int:
                 *demos_args(args.instances, demos, demo_tasks, args.set, args.recipe),
                 log=args.out / "demos.log",
             )
+        # Refused before training a warm start on them.
         check_score_panel(json.loads((demos / "manifest.json").read_text()), evaluation, demos)
         logger.info("warm start -> %s (log: %s)", model, args.out / "warm_start.log")
         _python(

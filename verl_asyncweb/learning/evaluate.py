@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -74,6 +75,16 @@ def default_output(result: dict[str, Any]) -> Path:
     return output_file(folder, result["seeds"], result["temperature"])
 
 
+SCORE_PANEL_UNRECORDED = True
+"""Whether MiniWoB++'s score panel was shown in a record (demonstrations' manifest, run config, ``results.json``)
+written before ``asyncweb.env.miniwob_score_panel`` existed: it was."""
+
+
+def recorded_score_panel(record: Any) -> bool:
+    """Whether a record (a mapping that may hold ``miniwob_score_panel``) was made with the score panel shown."""
+    return bool(record.get("miniwob_score_panel", SCORE_PANEL_UNRECORDED))
+
+
 PROMPT_SETTINGS = ("observation", "system_prompt", "click_target", "max_element_lines")
 """``asyncweb.agent`` keys that shape the prompt and the action form: a warm start is evaluated with its own."""
 
@@ -86,7 +97,7 @@ def resolve(
 
     A model folder gets the recipe's settings with ``overrides`` (``key=value``), except that a warm start keeps
     the prompt settings and MiniWoB++ score panel its demonstrations were recorded with (:data:`PROMPT_SETTINGS`,
-    :func:`demo_score_panel`): it was trained on those observations. A run folder is evaluated with the config it
+    :func:`recorded_score_panel`): it was trained on those observations. A run folder is evaluated with the config it
     trained with (one written before ``asyncweb.env.miniwob_score_panel`` existed showed the panel).
     """
     if (path / "config.json").is_file():
@@ -95,12 +106,15 @@ def resolve(
         from verl_asyncweb.main import load_config
 
         cfg, _ = load_config([f"recipe={recipe}", *overrides])
-        for key, value in demo_prompt_settings(path).items():
+        manifest = demo_manifest(path)
+        if manifest is None:
+            return path, cfg, None
+        for key, value in demo_prompt_settings(manifest).items():
             if cfg.asyncweb.agent[key] != value:
                 logger.warning("%s: asyncweb.agent.%s=%s as in its demonstrations", path, key, value)
                 cfg.asyncweb.agent[key] = value
-        panel = demo_score_panel(path)
-        if panel is not None and cfg.asyncweb.env.miniwob_score_panel != panel:
+        panel = recorded_score_panel(manifest)
+        if cfg.asyncweb.env.miniwob_score_panel != panel:
             logger.warning("%s: asyncweb.env.miniwob_score_panel=%s as in its demonstrations", path, panel)
             cfg.asyncweb.env.miniwob_score_panel = panel
         return path, cfg, None
@@ -109,8 +123,8 @@ def resolve(
             raise ValueError(f"{path} is a run folder, evaluated with the config it trained with: --set is for a model")
         cfg = OmegaConf.load(path / "config.yaml")
         env = cfg.get("asyncweb", {}).get("env")
-        if env is not None and "miniwob_score_panel" not in env:
-            env.miniwob_score_panel = True
+        if env is not None:
+            env.miniwob_score_panel = recorded_score_panel(env)
         return checkpoint_model(path, step), cfg, path
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
@@ -129,32 +143,30 @@ def demo_manifest(model_dir: Path) -> dict[str, Any] | None:
     for manifest in (model_dir / DEMOS_MANIFEST_FILE, Path(demos) / MANIFEST_FILE):
         if manifest.is_file():
             return json.loads(manifest.read_text())
+    _warn_manifest_missing(model_dir, demos)
+    return None
+
+
+@functools.cache
+def _warn_manifest_missing(model_dir: Path, demos: str) -> None:
+    """Said once per warm start: resolving and checking one read its manifest several times."""
+    from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE
+
     logger.warning(
         "%s: the manifest of its demonstrations is missing (%s, %s): held-out instances are not checked against "
-        "them, and the prompt settings are the recipe's",
+        "them, and the prompt settings and score panel are the recipe's",
         model_dir,
         DEMOS_MANIFEST_FILE,
         demos,
     )
-    return None
 
 
-def demo_prompt_settings(model_dir: Path) -> dict[str, Any]:
-    """The prompt settings of the demonstrations behind a warm start (empty for any other model folder)."""
+def demo_prompt_settings(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The prompt settings a demonstrations' manifest records (the defaults of those it does not)."""
     from verl_asyncweb.agent.config import AgentConfig
 
-    manifest = demo_manifest(model_dir)
-    if manifest is None:
-        return {}
     recorded = manifest.get("agent", {})
     return {key: recorded.get(key, getattr(AgentConfig(), key)) for key in PROMPT_SETTINGS}
-
-
-def demo_score_panel(model_dir: Path) -> bool | None:
-    """Whether the demonstrations behind a warm start showed MiniWoB++'s score panel (those recorded before the
-    manifest said did); None for any other model folder."""
-    manifest = demo_manifest(model_dir)
-    return None if manifest is None else manifest.get("miniwob_score_panel", True)
 
 
 def trained_instances(model_dir: Path, run_dir: Path | None) -> set[tuple[str, int]]:
