@@ -185,6 +185,8 @@ def test_a_warm_start_and_a_run_folder_are_evaluated_with_the_score_panel_they_w
     (model_dir / "warm_start.json").write_text(json.dumps({"demos": str(tmp_path / "gone")}))
     (model_dir / "demos_manifest.json").write_text(json.dumps({"instances": []}))
     assert recorded_score_panel(demo_manifest(model_dir)) is True
+    with pytest.raises(ValueError, match="true or false in a record, not 'false'"):
+        recorded_score_panel({"miniwob_score_panel": "false"})
     with caplog.at_level("WARNING"):
         assert resolve(model_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is True
     assert "miniwob_score_panel=True as in its demonstrations" in caplog.text

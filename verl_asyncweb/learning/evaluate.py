@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,16 @@ SCORE_PANEL_UNRECORDED = True
 written before ``asyncweb.env.miniwob_score_panel`` existed: it was."""
 
 
-def recorded_score_panel(record: Any) -> bool:
-    """Whether a record (a mapping that may hold ``miniwob_score_panel``) was made with the score panel shown."""
-    return bool(record.get("miniwob_score_panel", SCORE_PANEL_UNRECORDED))
+def recorded_score_panel(record: Mapping[str, Any]) -> bool:
+    """Whether a record (a mapping that may hold ``miniwob_score_panel``) was made with the score panel shown.
+
+    Raises:
+        ValueError: If it holds something other than true or false (a hand-edited file).
+    """
+    shown = record.get("miniwob_score_panel", SCORE_PANEL_UNRECORDED)
+    if not isinstance(shown, bool):
+        raise ValueError(f"miniwob_score_panel is true or false in a record, not {shown!r}")
+    return shown
 
 
 PROMPT_SETTINGS = ("observation", "system_prompt", "click_target", "max_element_lines")
@@ -123,8 +130,8 @@ def resolve(
             raise ValueError(f"{path} is a run folder, evaluated with the config it trained with: --set is for a model")
         cfg = OmegaConf.load(path / "config.yaml")
         env = cfg.get("asyncweb", {}).get("env")
-        if env is not None:
-            env.miniwob_score_panel = recorded_score_panel(env)
+        if env is not None and "miniwob_score_panel" not in env:
+            env.miniwob_score_panel = SCORE_PANEL_UNRECORDED
         return checkpoint_model(path, step), cfg, path
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
@@ -149,7 +156,7 @@ def demo_manifest(model_dir: Path) -> dict[str, Any] | None:
 
 @functools.cache
 def _warn_manifest_missing(model_dir: Path, demos: str) -> None:
-    """Said once per warm start: resolving and checking one read its manifest several times."""
+    """Said once per process and warm start: resolving and checking one read its manifest several times."""
     from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE
 
     logger.warning(
