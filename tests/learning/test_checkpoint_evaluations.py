@@ -59,16 +59,17 @@ def test_wall_time_goes_on_over_a_resume_whether_or_not_the_attempt_restarted_it
     assert wall_by_step(carried) == {1: 100.0, 2: 130.0, 3: 220.0, 4: 250.0}
 
 
-def test_an_arm_saves_at_the_recipes_frequency_only_when_every_checkpoint_is_evaluated(tmp_path):
-    def saves(every_checkpoint, overrides=()):
+def test_an_arm_saves_at_the_recipes_frequency_and_keeps_every_checkpoint_only_when_each_is_evaluated(tmp_path):
+    def saving(every_checkpoint, overrides=()):
         command = arm_command(tmp_path, tmp_path / "warm", 30, list(overrides), "laptop_multistep", every_checkpoint)
-        return [arg for arg in command if arg.startswith("trainer.save_freq=")]
+        return [arg for arg in command if arg.startswith(("trainer.save_freq=", "trainer.max_actor_ckpt_to_keep="))]
 
-    # --eval-checkpoints: the recipe's save_freq (10 in laptop_multistep) gives the checkpoints to evaluate.
-    assert saves(every_checkpoint=True) == []
-    assert saves(every_checkpoint=False) == ["trainer.save_freq=30"]
+    # The recipe's save_freq (10 in laptop_multistep) always applies: an interrupted arm goes on from its latest
+    # checkpoint. --eval-checkpoints evaluates each, so all are kept; otherwise only the latest.
+    assert saving(every_checkpoint=True) == []
+    assert saving(every_checkpoint=False) == ["trainer.max_actor_ckpt_to_keep=1"]
     # A user's --set comes after the bench's and wins (Hydra applies the last).
-    assert saves(False, ["trainer.save_freq=5"]) == ["trainer.save_freq=30", "trainer.save_freq=5"]
+    assert saving(False, ["trainer.max_actor_ckpt_to_keep=3"])[-1] == "trainer.max_actor_ckpt_to_keep=3"
 
 
 def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):

@@ -105,7 +105,7 @@ def test_resume_command_resumes_a_run_that_was_started_with_resume_disabled():
 
 
 def test_resume_command_keeps_the_last_value_of_a_repeated_key():
-    # bench learning passes trainer.save_freq, then the user's --set of it: the resume command keeps the one applied.
+    # bench learning passes a trainer key, then the user's --set of it: the resume command keeps the one applied.
     repeated = ["recipe=laptop_learning", "trainer.save_freq=20", "x.y=1", "trainer.save_freq=10"]
     assert resume_argv(repeated) == ["recipe=laptop_learning", "x.y=1", "trainer.save_freq=10"]
 

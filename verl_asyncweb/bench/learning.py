@@ -19,7 +19,8 @@ time, held-out success before and after (overall and per task; ``--eval-checkpoi
 checkpoint), trajectories per hour, peak memory, and for branch rollouts the episodes played on from a restored
 branch point per step; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the
 held-out points.
-A larger ``--rl-steps`` than an arm's finished run continues that run from its latest checkpoint.
+An interrupted arm, or a larger ``--rl-steps`` than an arm's finished run, continues from its latest checkpoint
+(:func:`arm_command`).
 
 ``results.json`` with the ``warm_start`` folder carries the experiment to another machine: copied into a fresh
 ``--out``, only the runs it does not hold are run there (:func:`earlier_record`), from weights checked to be the
@@ -225,9 +226,10 @@ def arm_command(
     run_dir: Path, model: Path, steps: int, overrides: Sequence[str], recipe: str, every_checkpoint: bool
 ) -> list[str]:
     """The ``verl_asyncweb.main`` command of an arm: the recipe from the warm start for ``steps`` steps, saving at
-    the recipe's ``trainer.save_freq`` when ``every_checkpoint`` (each checkpoint is evaluated), else at the last
-    step only; ``overrides`` (the user's ``--set``, then the arm's) come last and win."""
-    save_freq = [] if every_checkpoint else [f"trainer.save_freq={steps}"]
+    the recipe's ``trainer.save_freq`` and the last step, so that an interrupted arm goes on from its latest
+    checkpoint; all are kept when ``every_checkpoint`` (each is evaluated), else only the latest. ``overrides``
+    (the user's ``--set``, then the arm's) come last and win."""
+    keep = [] if every_checkpoint else ["trainer.max_actor_ckpt_to_keep=1"]
     return [
         sys.executable,
         "-m",
@@ -236,7 +238,7 @@ def arm_command(
         f"actor_rollout_ref.model.path={model}",
         f"trainer.default_local_dir={run_dir}",
         f"trainer.total_training_steps={steps}",
-        *save_freq,
+        *keep,
         *overrides,
     ]
 
@@ -537,7 +539,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--eval-checkpoints",
         action="store_true",
-        help="evaluate every saved checkpoint of each arm (trainer.save_freq), not only the last",
+        help="keep and evaluate every saved checkpoint of each arm (trainer.save_freq), not only the last",
     )
     parser.add_argument(
         "--set",
