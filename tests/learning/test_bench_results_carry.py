@@ -2,6 +2,7 @@
 held-out evaluation, and its runs not run again."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +57,24 @@ def test_a_record_from_other_weights_or_another_evaluation_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="recipe: 'laptop_learning' there, 'laptop_multistep' here"):
         learning.earlier_record(results, {**then, "recipe": "laptop_multistep"}, model)
     learning.check_weights({}, "b" * 64, results)
+
+
+def test_a_record_is_written_whole_or_not_at_all_and_a_cut_one_is_refused_clearly(tmp_path, monkeypatch):
+    results, model = tmp_path / "results.json", _warm_start(tmp_path / "warm_start", b"w")
+    kept = {**EVALUATION, "arms": [{"arm": "rl"}]}
+    learning.write_record(results, kept)
+
+    def killed(self, target):
+        raise OSError("killed before the new record replaced the old")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "replace", killed)
+        with pytest.raises(OSError, match="killed"):
+            learning.write_record(results, {**kept, "arms": [{"arm": "rl"}, {"arm": "const"}]})
+    assert json.loads(results.read_text()) == kept, "the record before the failed write is intact"
+    results.write_text(results.read_text()[:40])
+    with pytest.raises(SystemExit, match="results.json is not JSON .*a copy cut short"):
+        learning.earlier_record(results, EVALUATION, model)
 
 
 def test_a_record_made_with_the_score_panel_shown_is_continued_only_with_it_shown(tmp_path):

@@ -468,7 +468,12 @@ def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
 
     if not results.exists():
         return {}
-    record = json.loads(results.read_text())
+    try:
+        record = json.loads(results.read_text())
+    except json.JSONDecodeError as error:
+        raise SystemExit(
+            f"{results} is not JSON ({error}): a copy cut short? Copy it again, or give another --out"
+        ) from None
     differing = [
         f"{key}: {record.get(key, EVALUATION_DEFAULTS.get(key))!r} there, {value!r} here"
         for key, value in evaluation.items()
@@ -487,6 +492,15 @@ def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
     if "warm_start_digest" not in record and record.get("arms"):
         logger.warning("%s records no warm-start digest (written before it did): its runs are kept unchecked", results)
     return record
+
+
+def write_record(results: Path, record: dict) -> None:
+    """Write ``results.json`` whole or not at all (the runs it records took hours): into a partial file first,
+    which then replaces it."""
+    partial = results.with_suffix(".partial")
+    with partial.open("w") as out:
+        json.dump(record, out, indent=1)
+    partial.replace(results)
 
 
 def check_weights(record: dict, digest: str, results: Path) -> None:
@@ -662,7 +676,7 @@ def main(argv: list[str]) -> int:
         )
         arms[run_name] = result
         record["arms"] = by_arm_and_seed(arms.values())
-        (args.out / "results.json").write_text(json.dumps(record, indent=1))
+        write_record(args.out / "results.json", record)
     record["arms"] = by_arm_and_seed(arms.values())
     plot(record["arms"], record["held_out_before"], args.out / "success_vs_wall.png")
     print(_table(record))
