@@ -111,8 +111,10 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
     assert [o.extra_fields["branch_point"] for o in anchor] == ["", point]
     assert [o.extra_fields["step_index"] for o in winner] == [1]
     assert [o.extra_fields["step_index"] for o in loser] == [1, 2]
+    # Only the step taken from the shared state carries the point (the step credit goes on that row alone).
+    assert [o.extra_fields["branch_point"] for o in winner] == [point]
+    assert [o.extra_fields["branch_point"] for o in loser] == [point, ""]
     for outputs in (winner, loser):
-        assert {o.extra_fields["branch_point"] for o in outputs} == {point}
         assert outputs[0].extra_fields["traj_num_steps"] == len(outputs)
     assert [anchor[0].reward_score, winner[0].reward_score, loser[0].reward_score] == [1.0, 1.0, 0.0]
     # Counts describe a trajectory's own steps: the anchor's invalid step 0 is not the members'.

@@ -26,14 +26,14 @@ ROWS = [
 WEIGHT = 0.5
 
 
-def _advantages(step_credit: str, shared: list[str] | None, **config) -> torch.Tensor:
-    rewards = torch.zeros(len(ROWS), 2)
-    rewards[:, -1] = torch.tensor([row[3] for row in ROWS])
+def _advantages(step_credit: str, shared: list[str] | None, rows=ROWS, **config) -> torch.Tensor:
+    rewards = torch.zeros(len(rows), 2)
+    rewards[:, -1] = torch.tensor([row[3] for row in rows])
     result = compute_multistep_advantages_for_batch(
         token_level_rewards=rewards,
-        response_mask=torch.ones(len(ROWS), 2),
-        uid=[row[0] for row in ROWS],
-        traj_id=[row[1] for row in ROWS],
+        response_mask=torch.ones(len(rows), 2),
+        uid=[row[0] for row in rows],
+        traj_id=[row[1] for row in rows],
         config=AsyncWebAlgoConfig(
             step_norm="traj", dynamic_sampling=False, step_credit=step_credit, step_credit_weight=WEIGHT, **config
         ),
@@ -66,6 +66,19 @@ def test_two_branch_points_with_mixed_outcomes_against_the_hand_computation():
     torch.testing.assert_close(advantages, torch.tensor(expected, dtype=torch.float64), atol=1e-5, rtol=0)
     assert metrics["asyncweb/step_credit/points"] == 2 and metrics["asyncweb/step_credit/samples"] == 5
     assert metrics["asyncweb/step_credit/abs_mean"] == pytest.approx((2 * s + math.sqrt(2) + 2) / 5, abs=1e-5)
+
+
+def test_the_step_term_follows_its_row_in_any_batch_order_and_two_marked_steps_are_refused():
+    """verl reorders a batch (length balancing) before the advantages: the term stays on the step taken from the
+    point. A trajectory with two steps marked (once, every step from K on was) is a contract break, not a guess."""
+    in_order, _ = _advantages("branch", [row[4] for row in ROWS])
+    order = torch.randperm(len(ROWS), generator=torch.Generator().manual_seed(0)).tolist()
+    shuffled_rows = [ROWS[i] for i in order]
+    shuffled, _ = _advantages("branch", [row[4] for row in shuffled_rows], rows=shuffled_rows)
+    torch.testing.assert_close(shuffled, in_order[order], atol=1e-6, rtol=0)
+    from_k_on = [point or ("t0@1" if trajectory == "t1" else "") for _, trajectory, _, _, point in ROWS]
+    with pytest.raises(ValueError, match="'t1' has two step-samples taken from branch points"):
+        _advantages("branch", from_k_on)
 
 
 def test_without_branch_points_the_advantages_are_exactly_the_episode_level_ones():

@@ -458,7 +458,7 @@ class WebAgentLoop(AgentLoopBase):
 
     def _finalize(self, state: EpisodeState, task, evaluation) -> list[AgentLoopOutput]:
         """Same reward and trajectory fields on every step-sample; versions span the whole episode."""
-        num_steps, branch_step = len(state.outputs), state.branch_step
+        num_steps = len(state.outputs)
         for output in state.outputs:
             output.reward_score = float(evaluation.reward)
             output.extra_fields.update(
@@ -470,8 +470,6 @@ class WebAgentLoop(AgentLoopBase):
                     "min_global_steps": min((earliest for earliest, _ in state.versions), default=0),
                     "max_global_steps": max((latest for _, latest in state.versions), default=0),
                     "reward_extra_info": {"success": float(evaluation.success)},
-                    # The shared state this sample was played from (samples before the branch step have none).
-                    "branch_point": state.branch_point if output.extra_fields["step_index"] >= branch_step else "",
                 }
             )
         return state.outputs

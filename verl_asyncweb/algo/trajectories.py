@@ -200,12 +200,22 @@ def branch_step_credit(
         shared_state: Per row, the branch point its step was taken from (``None``/``""`` for an unshared state).
         row_valid: False for padding rows.
         config: ``step_credit_weight``, ``step_norm``, ``k``, ``norm_by_std``, ``eps``.
+
+    Raises:
+        ValueError: If one trajectory has two rows with a branch point (the term would land on whichever comes
+            first, and verl reorders batches).
     """
     term = torch.zeros(len(shared_state), dtype=torch.float64)
     leaving: dict[int, tuple[int, str]] = {}  # trajectory -> (its row, the point it left)
     for row, point in enumerate(shared_state):
         if point and bool(row_valid[row]):
-            leaving.setdefault(int(table.row_to_traj[row]), (row, point))
+            traj = int(table.row_to_traj[row])
+            if traj in leaving:
+                raise ValueError(
+                    f"trajectory {table.traj_ids[traj]!r} has two step-samples taken from branch points "
+                    f"({leaving[traj][1]!r}, {point!r}): only the step taken from the shared state carries it"
+                )
+            leaving[traj] = (row, point)
     if not leaving:
         return term, {}
     trajs = list(leaving)
