@@ -19,6 +19,7 @@ INSTALL_REQUIRES = [
     "omegaconf>=2.3,<2.4",
     "pillow>=11",
     "matplotlib>=3.9",
+    "scipy>=1.11",
     "aiohttp>=3.10",
     "tqdm>=4.66",
     "TransferQueue>=0.1.10",

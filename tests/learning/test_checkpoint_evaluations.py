@@ -155,19 +155,27 @@ def test_the_bench_reuses_an_evaluation_only_when_it_ran_with_the_same_overrides
 def test_the_bench_pools_seeds_per_arm_and_marks_the_differences_its_intervals_resolve():
     from verl_asyncweb.bench.learning import arm_summaries
 
+    def run(arm: str, successes: int) -> dict:
+        outcomes = [1] * successes + [0] * (20 - successes)
+        return {"arm": arm, "held_out_after": successes / 20, "held_out_after_outcomes": outcomes}
+
     record = {
         "held_out_before": 0.1,
-        "held_out_before_outcomes": [1] + [0] * 9,
-        "arms": [
-            {"arm": "rl", "held_out_after": 0.6, "held_out_after_outcomes": [1] * 6 + [0] * 4},
-            {"arm": "rl", "held_out_after": 0.7, "held_out_after_outcomes": [1] * 7 + [0] * 3},
-            {"arm": "control", "held_out_after": 0.0, "held_out_after_outcomes": [0] * 10},
-        ],
+        "held_out_before_outcomes": [1] * 2 + [0] * 18,
+        "arms": [run("rl", 12), run("rl", 14), run("rl", 13), run("control", 0), run("control", 2), run("vanilla", 9)],
     }
-    text = "\n".join(arm_summaries(record))
-    assert "| rl | 0.650 [" in text and "(2 seeds) | +0.550 [" in text
-    assert text.count("| yes |") == 2  # rl's gain and rl − control; control's drop of 0.1 is not resolved
-    assert "| control | 0.000 [0.000, 0.000] (1 seed) | -0.100 [" in text and text.rstrip().endswith("| yes |")
+    lines = arm_summaries(record)
+    row = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
+    # rl: three seeds (0.60, 0.70, 0.65) against the fixed warm start: Welch with 2 degrees of freedom.
+    assert row["rl"].startswith("| rl | 0.650 [") and "(3 seeds) | +0.550 [" in row["rl"]
+    half = 4.302653 * 0.05 / 3**0.5
+    assert f"| [{0.55 - half:+.3f}, {0.55 + half:+.3f}] | yes |" in row["rl"]
+    # control: two seeds (0.00, 0.10), one degree of freedom: its drop of 0.05 is not resolved.
+    assert row["control"].endswith("| no |") and "(2 seeds) | -0.050 [" in row["control"]
+    # vanilla: one seed resolves nothing, whatever its bootstrap interval over episodes says.
+    assert row["vanilla"].endswith("| one seed | no |")
+    assert row["rl − control"].endswith("| yes |") and row["rl − vanilla"].endswith("| one seed | no |")
+    assert sum(line.endswith("| yes |") for line in lines) == 2
 
 
 def test_the_bench_tabulates_each_tasks_success_and_steps_per_arm_over_its_seeds():

@@ -21,7 +21,7 @@ CONSTRAINTS = Path(__file__).resolve().parents[2] / "constraints" / "cpu.txt"
 # The offline bundle's packages: what a CUDA PyTorch image lacks (scripts/offline/bundle.sh).
 OFFLINE_WHEELS = CONSTRAINTS.parents[1] / "scripts" / "offline" / "wheels.txt"
 # What such an image provides of verl_asyncweb's requirements.
-IMAGE_PROVIDES = {"torch", "torchvision", "pillow", "matplotlib", "aiohttp", "tqdm"}
+IMAGE_PROVIDES = {"torch", "torchvision", "pillow", "matplotlib", "scipy", "aiohttp", "tqdm"}
 # Requirements no process of a run imports: verl imports qwen_vl_utils only for datasets with images in prompts.
 NOT_IMPORTED = {"qwen-vl-utils"}
 

@@ -330,9 +330,9 @@ def _outcomes(evaluation: dict) -> list[float]:
 
 
 def arm_summaries(record: dict) -> list[str]:
-    """Per arm: mean held-out success over its seeds with a 95% interval, and its gain over the warm start; then
-    each pair of arms' difference, marked resolved when its interval excludes zero
-    (:mod:`verl_asyncweb.compare.confidence`)."""
+    """Per arm: mean held-out success over its seeds with a 95% interval, and its gain over the warm start (one
+    fixed model); then each pair of arms' difference, marked resolved when its bootstrap interval and Welch's over
+    the seeds both exclude zero (:mod:`verl_asyncweb.compare.confidence`)."""
     from verl_asyncweb.compare.confidence import difference_interval, mean_interval
 
     by_arm = {
@@ -340,14 +340,22 @@ def arm_summaries(record: dict) -> list[str]:
         for arm, runs in runs_by_arm(record["arms"]).items()
     }
     before = [record.get("held_out_before_outcomes") or [record["held_out_before"]]]
-    lines = ["", "| arm | held-out after, mean [95% CI] | gain over the warm start [95% CI] | resolved |"]
-    lines.append("| --- | --- | --- | --- |")
+    lines = [
+        "",
+        "| arm | held-out after, mean [95% CI] | gain over the warm start [95% CI] | gain over seeds (Welch) "
+        "| resolved |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for arm, samples in by_arm.items():
-        gain = difference_interval(samples, before)
+        gain = difference_interval(samples, before, fixed_second=True)
         lines.append(f"| {arm} | {mean_interval(samples).format()} | {gain.format_difference()} |")
     pairs = list(itertools.combinations(by_arm, 2))
     if pairs:
-        lines += ["", "| difference | held-out success [95% CI] | resolved |", "| --- | --- | --- |"]
+        lines += [
+            "",
+            "| difference | held-out success [95% CI] | over seeds (Welch) | resolved |",
+            "| --- | --- | --- | --- |",
+        ]
         for a, b in pairs:
             lines.append(f"| {a} − {b} | {difference_interval(by_arm[a], by_arm[b]).format_difference()} |")
     return lines

@@ -117,7 +117,11 @@ def render_variants(variants: list[Variant], rows: list[TableRow]) -> list[str]:
             lines.append(f"| {row.label} | " + " | ".join(MISSING if c is None else c.format() for c in cells) + " |")
     differences = pairwise_differences(variants, rows)
     if differences:
-        lines += ["", "| difference | metric | mean [95% CI] | resolved |", "| --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "| difference | metric | mean [95% CI] | over seeds (Welch) | resolved |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for d in differences:
             lines.append(f"| {d.first} − {d.second} | {d.row.label} | {d.interval.format_difference()} |")
     return lines
