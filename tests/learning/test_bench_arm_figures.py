@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.learning import _table, recipe_rl_steps, run_arm, warm_start_args
+from verl_asyncweb.bench.learning import _table, recipe_trainer, run_arm, warm_start_args
 from verl_asyncweb.compare.metric_names import BRANCH_MEMBERS, ENV_STEPS, TRAINED_TRAJECTORIES, WALL_S
 
 
@@ -75,4 +75,9 @@ def test_the_warm_start_runs_the_recipes_default_steps_unless_given(tmp_path, re
     ],
 )
 def test_an_arm_runs_the_recipes_training_steps_unless_given(recipe, overrides, steps):
-    assert recipe_rl_steps(recipe, overrides) == steps
+    assert recipe_trainer(recipe, overrides).total_training_steps == steps
+
+
+def test_a_recipe_that_saves_no_checkpoint_is_refused_before_anything_runs():
+    with pytest.raises(SystemExit, match="trainer.save_freq is 0 in laptop_multistep .*needs saved checkpoints"):
+        recipe_trainer("laptop_multistep", ["trainer.save_freq=0"])

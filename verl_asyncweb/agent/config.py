@@ -51,8 +51,8 @@ class AgentConfig(BaseConfig):
             accepts both.
         branch_step: Branch rollouts (:mod:`~verl_asyncweb.agent.branch`): with K >= 1, the first member of each
             group runs to step K and snapshots it, and the group's other members play on from that shared state;
-            0 (the default) is off; validation episodes never branch. Every step-sample records its
-            ``branch_point``.
+            0 (the default) is off; validation episodes never branch. The step-sample taken from the branch point
+            (step K of the anchor and of each member) records it as ``branch_point``; the others record none.
         branch_wait_s: How long a member waits for its anchor's branch point before it plays a whole episode
             from the start instead (counted as ``asyncweb/branch_fallbacks``).
         worker_resources: Ray resources every agent-loop worker requests, e.g. ``{browser_host: 1}``: workers,

@@ -19,7 +19,7 @@ import logging
 
 import numpy as np
 
-from verl_asyncweb.compare.confidence import difference_interval
+from verl_asyncweb.compare.confidence import RESAMPLES, difference_interval
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +36,11 @@ def exclusion_rates(
     rate: float = 0.175,
     difference: float = 0.0,
     episodes: int = 80,
-    resamples: int = 1000,
+    resamples: int = RESAMPLES,
     seed: int = 0,
-) -> dict[str, float]:
-    """Shares of ``pairs`` simulated pairs whose difference excludes zero: by the bootstrap, by Welch's t, by both."""
+) -> dict[str, float | None]:
+    """Shares of ``pairs`` simulated pairs whose difference excludes zero: by the bootstrap, by Welch's t (None with
+    one seed a side, where it has no interval), by both."""
     rng = np.random.default_rng(seed)
     counts = {"bootstrap": 0, "welch": 0, "resolved": 0}
     for _ in range(pairs):
@@ -50,7 +51,10 @@ def exclusion_rates(
         if interval.seed_low is not None:
             counts["welch"] += interval.seed_low > 0 or interval.seed_high < 0
         counts["resolved"] += interval.resolved
-    return {name: count / pairs for name, count in counts.items()}
+    rates: dict[str, float | None] = {name: count / pairs for name, count in counts.items()}
+    if seeds < 2:
+        rates["welch"] = None
+    return rates
 
 
 def main(argv: list[str]) -> int:
@@ -65,6 +69,9 @@ def main(argv: list[str]) -> int:
         "--difference", type=float, default=0.0, help="the second variant's true rate minus the first's (0: none)"
     )
     parser.add_argument("--episodes", type=int, default=80, help="held-out episodes per seed")
+    parser.add_argument(
+        "--resamples", type=int, default=RESAMPLES, help="bootstrap resamples per interval (default: the tables')"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     lines = [
@@ -77,9 +84,10 @@ def main(argv: list[str]) -> int:
     for seed_sd in (float(value) for value in args.seed_sd.split(",")):
         for seeds in (int(value) for value in args.seeds.split(",")):
             logger.info("%d seeds a side, seed sd %g", seeds, seed_sd)
-            rates = exclusion_rates(seeds, seed_sd, args.pairs, args.rate, args.difference, args.episodes)
-            lines.append(
-                f"| {seeds} | {seed_sd:g} | {rates['bootstrap']:.2f} | {rates['welch']:.2f} | {rates['resolved']:.2f} |"
+            rates = exclusion_rates(
+                seeds, seed_sd, args.pairs, args.rate, args.difference, args.episodes, args.resamples
             )
+            welch = "—" if rates["welch"] is None else f"{rates['welch']:.2f}"
+            lines.append(f"| {seeds} | {seed_sd:g} | {rates['bootstrap']:.2f} | {welch} | {rates['resolved']:.2f} |")
     print("\n".join(lines))
     return 0

@@ -37,10 +37,13 @@ import hashlib
 import itertools
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from omegaconf import DictConfig
 
 from verl_asyncweb.bench.e2e import run_sampled
 from verl_asyncweb.compare.metric_names import (
@@ -175,10 +178,17 @@ def check_score_panel(manifest: dict, evaluation: dict, where: Path) -> None:
         )
 
 
-def recipe_rl_steps(recipe: str, overrides: list[str] = ()) -> int:
-    """RL steps of an arm when ``--rl-steps`` is not given: the recipe's ``trainer.total_training_steps`` (as the
-    ``--set`` overrides leave it)."""
-    return compose_recipe(recipe, list(overrides)).trainer.total_training_steps
+def recipe_trainer(recipe: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The recipe's ``trainer`` settings as the ``--set`` overrides leave them (an arm's RL steps when
+    ``--rl-steps`` is not given: ``total_training_steps``); refused, before anything runs, when they save no
+    checkpoint (an arm is evaluated at its saved checkpoint, and an interrupted one goes on from its latest)."""
+    trainer = compose_recipe(recipe, list(overrides)).trainer
+    if trainer.save_freq <= 0:
+        raise SystemExit(
+            f"trainer.save_freq is {trainer.save_freq} in {recipe} with {list(overrides)}: bench learning needs "
+            "saved checkpoints (set it > 0, e.g. --set trainer.save_freq=10)"
+        )
+    return trainer
 
 
 def warm_start_args(demos: Path, model: Path, size: str, steps: int | None, recipe: str) -> list[str]:
@@ -508,6 +518,8 @@ def write_record(results: Path, record: dict) -> None:
     partial = results.with_suffix(".partial")
     with partial.open("w") as out:
         json.dump(record, out, indent=1)
+        out.flush()
+        os.fsync(out.fileno())
     partial.replace(results)
 
 
@@ -579,6 +591,7 @@ def main(argv: list[str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     demos, model = args.out / "demos", args.out / "warm_start"
     evaluation = evaluation_settings(args.recipe, args.set, args.eval_instances, args.temperature)
+    trainer = recipe_trainer(args.recipe, args.set)
     earlier = earlier_record(args.out / "results.json", evaluation, model)
 
     from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE, WARM_START_FILE
@@ -624,7 +637,7 @@ def main(argv: list[str]) -> int:
         figures = (before["success"], before["success_by_task"], before.get("steps_to_success_by_task"))
         held_out_before = dict(zip(HELD_OUT_BEFORE, (*figures, _outcomes(before)), strict=True))
     runs = [(name, seed) for name in args.arms.split(",") for seed in range(args.seeds)]
-    rl_steps = args.rl_steps or recipe_rl_steps(args.recipe, args.set)
+    rl_steps = args.rl_steps or trainer.total_training_steps
     record = {
         "demo_episodes": manifest["episodes"],
         "demo_steps": manifest["steps"],

@@ -9,9 +9,10 @@ A difference between two variants is *resolved* when two intervals exclude zero:
 difference, and Welch's t interval of the difference of the seeds' means. With two or three seeds a side the
 bootstrap alone is too narrow when seeds differ (resampling three seeds draws their spread smaller than it is, and
 its percentiles ignore how little three seeds tell): with a seed-to-seed spread of 8 points around 17.5%, 80
-episodes a seed and no true difference, it excluded zero in 17% of 150 simulated pairs at two seeds a side and 13%
-at three, Welch's t 4% at each. Welch's t needs two seeds of each variant, so one seed resolves nothing; a fixed
-reference (a warm start: one model, its evaluation's episodes its only noise) counts as a variant without seed spread.
+episodes a seed and no true difference, it excluded zero in 36% of simulated pairs at one seed a side, 15% at two
+and 10% at three; both together in 0%, 1% and 3% (``python -m verl_asyncweb.bench intervals``, figures in
+docs/learning.md). Welch's t needs two seeds of each variant, so one seed resolves nothing; a fixed reference (a
+warm start: one model, its evaluation's episodes its only noise) counts as a variant without seed spread.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class Interval:
         high: Upper bound of the interval.
         seeds: Seeds it pools.
         values: Values (episodes, or one per seed) it pools.
+        seed_low: Of a difference, the lower bound of Welch's t interval over the seeds' means (None: a variant
+            with seed spread has one seed).
+        seed_high: Its upper bound.
     """
 
     mean: float

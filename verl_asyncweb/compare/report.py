@@ -12,8 +12,8 @@ from verl_asyncweb.compare.table import build_table, render_csv, render_markdown
 from verl_asyncweb.compare.variants import group_variants, is_success_row, render_variants
 
 VARIANTS_NOTE = (
-    "mean [95% CI]: bootstrap over seeds and held-out episodes; a difference is resolved when its interval "
-    "excludes zero"
+    "mean [95% CI]: bootstrap over seeds and held-out episodes; a difference is resolved when that interval and "
+    "Welch's t over the runs' means both exclude zero (one run of a variant resolves nothing)"
 )
 
 logger = logging.getLogger(__name__)
