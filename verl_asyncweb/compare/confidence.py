@@ -9,7 +9,7 @@ A difference between two variants is *resolved* when two intervals exclude zero:
 difference, and Welch's t interval of the difference of the seeds' means. With two or three seeds a side the
 bootstrap alone is too narrow when seeds differ (resampling three seeds draws their spread smaller than it is, and
 its percentiles ignore how little three seeds tell): with a seed-to-seed spread of 8 points around 17.5%, 80
-episodes a seed and no true difference, it excluded zero in 36% of simulated pairs at one seed a side, 15% at two
+episodes a seed and no true difference, it excluded zero in 35% of simulated pairs at one seed a side, 15% at two
 and 10% at three; both together in 0%, 1% and 3% (``python -m verl_asyncweb.bench intervals``, figures in
 docs/learning.md). Welch's t needs two seeds of each variant, so one seed resolves nothing; a fixed reference (a
 warm start: one model, its evaluation's episodes its only noise) counts as a variant without seed spread.
