@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.learning import _table, recipe_trainer, run_arm, warm_start_args
+from verl_asyncweb.bench.learning import _table, checked_trainer, run_arm, warm_start_args
 from verl_asyncweb.compare.metric_names import BRANCH_MEMBERS, ENV_STEPS, TRAINED_TRAJECTORIES, WALL_S
+from verl_asyncweb.recipes_registry import compose_recipe
 
 
 def _finished_run(run_dir, rows: dict[int, dict]):
@@ -75,9 +76,10 @@ def test_the_warm_start_runs_the_recipes_default_steps_unless_given(tmp_path, re
     ],
 )
 def test_an_arm_runs_the_recipes_training_steps_unless_given(recipe, overrides, steps):
-    assert recipe_trainer(recipe, overrides).total_training_steps == steps
+    assert checked_trainer(compose_recipe(recipe, overrides), recipe, overrides).total_training_steps == steps
 
 
 def test_a_recipe_that_saves_no_checkpoint_is_refused_before_anything_runs():
     with pytest.raises(SystemExit, match="trainer.save_freq is 0 in laptop_multistep .*needs saved checkpoints"):
-        recipe_trainer("laptop_multistep", ["trainer.save_freq=0"])
+        overrides = ["trainer.save_freq=0"]
+        checked_trainer(compose_recipe("laptop_multistep", overrides), "laptop_multistep", overrides)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from verl_asyncweb.bench import learning
+from verl_asyncweb.recipes_registry import compose_recipe
 
 EVALUATION = {
     "recipe": "laptop_multistep",
@@ -77,14 +78,21 @@ def test_a_record_is_written_whole_or_not_at_all_and_a_cut_one_is_refused_clearl
         learning.earlier_record(results, EVALUATION, model)
 
 
+def _settings(overrides: list[str]) -> dict:
+    """The evaluation settings of ``laptop_multistep`` with ``overrides``, 20 instances at temperature 0.7."""
+    return learning.evaluation_settings(
+        compose_recipe("laptop_multistep", overrides), "laptop_multistep", overrides, 20, 0.7
+    )
+
+
 def test_a_record_made_with_the_score_panel_shown_is_continued_only_with_it_shown(tmp_path):
     """Records from before ``miniwob_score_panel`` existed were made with MiniWoB++'s score panel shown (its
     default then): continued with the panel hidden their runs would not compare; setting the key continues them."""
-    settings = learning.evaluation_settings("laptop_multistep", [], 20, 0.7)
+    settings = _settings([])
     assert settings == EVALUATION
-    shown = learning.evaluation_settings("laptop_multistep", ["asyncweb.env.miniwob_score_panel=true"], 20, 0.7)
+    shown = _settings(["asyncweb.env.miniwob_score_panel=true"])
     assert shown == {**EVALUATION, "miniwob_score_panel": True}, "the key is recorded on its own, not as an override"
-    other = learning.evaluation_settings("laptop_multistep", ["asyncweb.agent.max_steps=3"], 20, 0.7)
+    other = _settings(["asyncweb.agent.max_steps=3"])
     assert other["recipe_overrides"] == ["asyncweb.agent.max_steps=3"] and not other["miniwob_score_panel"]
     results, model = tmp_path / "results.json", _warm_start(tmp_path / "warm_start", b"w")
     (model / "warm_start.json").write_text("{}")

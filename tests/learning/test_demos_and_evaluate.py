@@ -166,15 +166,16 @@ def test_a_copied_warm_start_is_checked_against_its_own_copy_of_the_demonstratio
     agent = {"observation": "screenshot+elements", "click_target": "element"}
     manifest = {"instances": [["click-test", held_out.seed]], "agent": agent}
     (model_dir / "demos_manifest.json").write_text(json.dumps(manifest))
-    assert trained_instances(model_dir, None) == {("click-test", held_out.seed)}
+    assert trained_instances(resolve(model_dir, "laptop_learning")) == {("click-test", held_out.seed)}
     assert demo_prompt_settings(demo_manifest(model_dir))["click_target"] == "element"
     with pytest.raises(ValueError, match="1 held-out instances were also used for training"):
         evaluate(model_dir, task_specs=["miniwob:click-test"], instances=3)
     (model_dir / "demos_manifest.json").unlink()
     with caplog.at_level("WARNING"):
-        assert trained_instances(model_dir, None) == set()
-        assert resolve(model_dir, "laptop_learning")[0] == model_dir
-    assert caplog.text.count("held-out instances are not checked") == 1, "said once, however often it is read"
+        resolved = resolve(model_dir, "laptop_learning")
+        assert resolved.model_dir == model_dir and resolved.demos is None
+        assert trained_instances(resolved) == set()
+    assert caplog.text.count("held-out instances are not checked") == 1, "said once: the manifest is read once"
 
 
 def test_a_warm_start_and_a_run_folder_are_evaluated_with_the_score_panel_they_were_trained_on(tmp_path, caplog):
@@ -201,6 +202,12 @@ def test_a_warm_start_and_a_run_folder_are_evaluated_with_the_score_panel_they_w
     assert resolve(run_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is True
     (run_dir / "config.yaml").write_text("asyncweb: {env: {miniwob_score_panel: false}}\n")
     assert resolve(run_dir, "laptop_learning")[1].asyncweb.env.miniwob_score_panel is False
+    # A run from the warm start is checked against the warm start's demonstrations too.
+    (model_dir / "demos_manifest.json").write_text(json.dumps({"instances": [["click-test", 7]]}))
+    (run_dir / "config.yaml").write_text(f"actor_rollout_ref: {{model: {{path: {model_dir}}}}}\n")
+    resolved = resolve(run_dir, "laptop_learning")
+    assert resolved.run_dir == run_dir and resolved.demos == {"instances": [["click-test", 7]]}
+    assert trained_instances(resolved) == {("click-test", 7)}
 
 
 def test_held_out_instances_never_meet_the_learning_recipes_training_instances(learning_config):

@@ -153,16 +153,19 @@ def demos_args(
     ]
 
 
-def evaluation_settings(recipe: str, overrides: list[str], eval_instances: int, temperature: float) -> dict:
+def evaluation_settings(
+    config: DictConfig, recipe: str, overrides: Sequence[str], eval_instances: int, temperature: float
+) -> dict:
     """What held-out figures depend on besides the weights, as ``results.json`` records them: recipe, overrides,
-    instances, temperature, and whether observations showed MiniWoB++'s score panel (as the recipe and overrides
-    leave it; recorded on its own, so that a record from before the key existed is continued by setting it)."""
+    instances, temperature, and whether observations showed MiniWoB++'s score panel (as ``config``, the recipe
+    composed with the overrides, has it; recorded on its own, so that a record from before the key existed is
+    continued by setting it)."""
     return {
         "recipe": recipe,
         "recipe_overrides": [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != SCORE_PANEL_KEY],
         "eval_instances": eval_instances,
         "temperature": temperature,
-        "miniwob_score_panel": bool(compose_recipe(recipe, list(overrides)).asyncweb.env.miniwob_score_panel),
+        "miniwob_score_panel": bool(config.asyncweb.env.miniwob_score_panel),
     }
 
 
@@ -178,11 +181,11 @@ def check_score_panel(manifest: dict, evaluation: dict, where: Path) -> None:
         )
 
 
-def recipe_trainer(recipe: str, overrides: Sequence[str] = ()) -> DictConfig:
-    """The recipe's ``trainer`` settings as the ``--set`` overrides leave them (an arm's RL steps when
-    ``--rl-steps`` is not given: ``total_training_steps``); refused, before anything runs, when they save no
+def checked_trainer(config: DictConfig, recipe: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The ``trainer`` settings of ``config`` (``recipe`` composed with the ``--set`` overrides; an arm's RL steps
+    when ``--rl-steps`` is not given: ``total_training_steps``); refused, before anything runs, when they save no
     checkpoint (an arm is evaluated at its saved checkpoint, and an interrupted one goes on from its latest)."""
-    trainer = compose_recipe(recipe, list(overrides)).trainer
+    trainer = config.trainer
     if trainer.save_freq <= 0:
         raise SystemExit(
             f"trainer.save_freq is {trainer.save_freq} in {recipe} with {list(overrides)}: bench learning needs "
@@ -590,8 +593,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args.out.mkdir(parents=True, exist_ok=True)
     demos, model = args.out / "demos", args.out / "warm_start"
-    evaluation = evaluation_settings(args.recipe, args.set, args.eval_instances, args.temperature)
-    trainer = recipe_trainer(args.recipe, args.set)
+    config = compose_recipe(args.recipe, args.set)
+    evaluation = evaluation_settings(config, args.recipe, args.set, args.eval_instances, args.temperature)
+    trainer = checked_trainer(config, args.recipe, args.set)
     earlier = earlier_record(args.out / "results.json", evaluation, model)
 
     from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE, WARM_START_FILE

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -96,11 +95,23 @@ PROMPT_SETTINGS = ("observation", "system_prompt", "click_target", "max_element_
 """``asyncweb.agent`` keys that shape the prompt and the action form: a warm start is evaluated with its own."""
 
 
-def resolve(
-    path: Path, recipe: str, step: int | None = None, overrides: Sequence[str] = ()
-) -> tuple[Path, DictConfig, Path | None]:
-    """``(model folder, trainer config, run folder or None)`` for a run folder (checkpoint ``step``, else the
-    newest) or a model folder.
+class Resolved(NamedTuple):
+    """What an evaluation of a run folder or a model folder runs, and what its held-out instances are checked
+    against."""
+
+    model_dir: Path
+    """The HF weights: the model folder, or the run's checkpoint."""
+    cfg: DictConfig
+    """The trainer config the episodes run with."""
+    run_dir: Path | None
+    """The run folder, None for a model folder."""
+    demos: dict[str, Any] | None
+    """The manifest of the demonstrations behind the weights' warm start (the model folder's, or the one the run
+    started from), None when there is none to read."""
+
+
+def resolve(path: Path, recipe: str, step: int | None = None, overrides: Sequence[str] = ()) -> Resolved:
+    """A run folder (checkpoint ``step``, else the newest) or a model folder, resolved for evaluation.
 
     A model folder gets the recipe's settings with ``overrides`` (``key=value``), except that a warm start keeps
     the prompt settings and MiniWoB++ score panel its demonstrations were recorded with (:data:`PROMPT_SETTINGS`,
@@ -115,7 +126,7 @@ def resolve(
         cfg, _ = load_config([f"recipe={recipe}", *overrides])
         manifest = demo_manifest(path)
         if manifest is None:
-            return path, cfg, None
+            return Resolved(path, cfg, None, None)
         for key, value in demo_prompt_settings(manifest).items():
             if cfg.asyncweb.agent[key] != value:
                 logger.warning("%s: asyncweb.agent.%s=%s as in its demonstrations", path, key, value)
@@ -124,7 +135,7 @@ def resolve(
         if cfg.asyncweb.env.miniwob_score_panel != panel:
             logger.warning("%s: asyncweb.env.miniwob_score_panel=%s as in its demonstrations", path, panel)
             cfg.asyncweb.env.miniwob_score_panel = panel
-        return path, cfg, None
+        return Resolved(path, cfg, None, manifest)
     if (path / "config.yaml").is_file():
         if overrides:
             raise ValueError(f"{path} is a run folder, evaluated with the config it trained with: --set is for a model")
@@ -132,7 +143,9 @@ def resolve(
         env = cfg.get("asyncweb", {}).get("env")
         if env is not None and "miniwob_score_panel" not in env:
             env.miniwob_score_panel = SCORE_PANEL_UNRECORDED
-        return checkpoint_model(path, step), cfg, path
+        started_from = OmegaConf.select(cfg, "actor_rollout_ref.model.path")
+        demos = demo_manifest(Path(started_from)) if started_from else None
+        return Resolved(checkpoint_model(path, step), cfg, path, demos)
     raise FileNotFoundError(f"{path} is neither a model folder (config.json) nor a run folder (config.yaml)")
 
 
@@ -150,15 +163,6 @@ def demo_manifest(model_dir: Path) -> dict[str, Any] | None:
     for manifest in (model_dir / DEMOS_MANIFEST_FILE, Path(demos) / MANIFEST_FILE):
         if manifest.is_file():
             return json.loads(manifest.read_text())
-    _warn_manifest_missing(model_dir, demos)
-    return None
-
-
-@functools.cache
-def _warn_manifest_missing(model_dir: Path, demos: str) -> None:
-    """Said once per process and warm start: resolving and checking one read its manifest several times."""
-    from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE
-
     logger.warning(
         "%s: the manifest of its demonstrations is missing (%s, %s): held-out instances are not checked against "
         "them, and the prompt settings and score panel are the recipe's",
@@ -166,6 +170,7 @@ def _warn_manifest_missing(model_dir: Path, demos: str) -> None:
         DEMOS_MANIFEST_FILE,
         demos,
     )
+    return None
 
 
 def demo_prompt_settings(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -176,24 +181,20 @@ def demo_prompt_settings(manifest: dict[str, Any]) -> dict[str, Any]:
     return {key: recorded.get(key, getattr(AgentConfig(), key)) for key in PROMPT_SETTINGS}
 
 
-def trained_instances(model_dir: Path, run_dir: Path | None) -> set[tuple[str, int]]:
-    """Keys of every instance the model was trained on that we can see: the run's task data and its warm start's
-    demonstrations (see :func:`~verl_asyncweb.learning.splits.instance_keys`)."""
+def trained_instances(resolved: Resolved) -> set[tuple[str, int]]:
+    """Keys of every instance the resolved model was trained on that we can see: the run's task data and the
+    demonstrations behind its warm start (see :func:`~verl_asyncweb.learning.splits.instance_keys`)."""
     from verl_asyncweb.task_dataset import task_from_json
 
     seen: set[tuple[str, int]] = set()
-    candidates = [model_dir]
-    if run_dir is not None:
+    if resolved.run_dir is not None:
         import pandas as pd
 
-        train = run_dir / "data" / "train.parquet"
+        train = resolved.run_dir / "data" / "train.parquet"
         if train.is_file():
             seen |= instance_keys(task_from_json(row["task"]) for row in pd.read_parquet(train)["extra_info"])
-        candidates.append(Path(OmegaConf.load(run_dir / "config.yaml").actor_rollout_ref.model.path))
-    for folder in candidates:
-        manifest = demo_manifest(folder)
-        if manifest is not None:
-            seen |= {(name, seed) for name, seed in manifest["instances"]}
+    if resolved.demos is not None:
+        seen |= {(name, seed) for name, seed in resolved.demos["instances"]}
     return seen
 
 
@@ -361,7 +362,8 @@ def evaluate(
     from verl_asyncweb.config.schema import AsyncWebConfig
     from verl_asyncweb.task_dataset import load_task_sources
 
-    model_dir, cfg, run_dir = resolve(Path(path), recipe, step, overrides)
+    resolved = resolve(Path(path), recipe, step, overrides)
+    model_dir, cfg, run_dir = resolved.model_dir, resolved.cfg, resolved.run_dir
     asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     if seeds not in SEED_SPLITS:
         raise ValueError(f"--seeds must be one of {list(SEED_SPLITS)}, got {seeds!r}")
@@ -371,7 +373,7 @@ def evaluate(
             "no seeded task source to hold out: pass --tasks miniwob:NAME,... or browsergym:BENCHMARK.TASK_GLOB"
         )
     tasks = load_task_sources(specs, seed=SEED_SPLITS[seeds], miniwob_instances=instances)
-    check_disjoint(tasks, trained_instances(model_dir, run_dir))
+    check_disjoint(tasks, trained_instances(resolved))
     started = time.time()
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
