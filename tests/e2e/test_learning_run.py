@@ -10,6 +10,9 @@ run from the same warm start with the advantage sign flipped they lose it.
 The trainer has two ranks (FSDP2 over gloo, two processes), as a GPU trainer pool has several: verl balances each
 batch across them, pads it with rows that must get no images (two task groups of four trajectories of one or two
 steps, padded to a multiple of eight step-samples), saves sharded checkpoints, and syncs the weights from rank 0.
+
+A third run from the same warm start turns on branch rollouts with step-level credit: each group's members play on
+from the state its anchor reached after a missed click, and the clicks taken from that one state are compared.
 """
 
 import hashlib
@@ -35,6 +38,10 @@ CLICK_TARGET = "coordinate"
 # The recipe's 5e-5 keeps a 30-step run's tool-call format; at 2e-4 one update's effect is ~4 sd from zero.
 LEARNING_RATE = 2e-4
 TRAIN_BATCH_GROUPS = 2  # laptop_learning's data.train_batch_size: step 1 trains on two mixed-outcome groups
+# A group has a shared state with mixed outcomes when its anchor misses the first click (~55% at the warm start) and
+# the four second clicks do not all agree (~87%); a step trains two mixed groups, each such with p ~0.65. Four steps
+# leave none with probability ~0.35^8 = 2e-4.
+BRANCH_STEPS = 4
 
 
 def _run_command(run_dir: Path, model: Path, steps: int, *overrides: str) -> list[str]:
@@ -98,6 +105,21 @@ def control_run(tmp_path_factory, warm_start_model) -> Path:
     """The run folder of one update from the same warm start with every advantage's sign flipped."""
     run_dir = tmp_path_factory.mktemp("control") / "run"
     command = _run_command(run_dir, warm_start_model, 1, "asyncweb.algo.negate_advantage=true")
+    run_to_completion(command, run_dir.parent / "run.log")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def branch_credit_run(tmp_path_factory, warm_start_model) -> Path:
+    """The run folder of a run from the same warm start with branch rollouts from step 1 and step-level credit."""
+    run_dir = tmp_path_factory.mktemp("branch_credit") / "run"
+    command = _run_command(
+        run_dir,
+        warm_start_model,
+        BRANCH_STEPS,
+        "asyncweb.agent.branch_step=1",
+        "asyncweb.algo.step_credit=branch",
+    )
     run_to_completion(command, run_dir.parent / "run.log")
     return run_dir
 
@@ -207,3 +229,36 @@ def test_the_first_update_favours_the_rewarded_actions_and_the_sign_flip_disfavo
     assert effect > 0 > control, (effect, control)
     record = json.loads((warm_start_model / "warm_start.json").read_text())
     assert record["steps"] == WARM_START_STEPS
+
+
+def _rewards_by_point(run_dir: Path) -> dict[int, dict[str, list[float]]]:
+    """Per step, the rewards of the trajectories that took a step from each branch point (anchor and members)."""
+    by_step: dict[int, dict[str, list[float]]] = {}
+    for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        point = (record.get("branch") or {}).get("point")
+        if point and not record["env_failed"]:
+            by_step.setdefault(record["global_step"], {}).setdefault(point, []).append(float(record["reward"]))
+    return by_step
+
+
+def test_branch_credit_compares_the_clicks_taken_from_one_shared_state(branch_credit_run):
+    """Where the trajectories that left one shared state end differently, the trainer gives the steps taken from it
+    non-zero step-level advantages (A^S = (R - mean) / std over them, so |A^S| = 1 for two against two, ~0.87 at
+    one against three), and logs them; a step whose shared states all ended alike logs none."""
+    steps = read_steps(branch_credit_run / "metrics.jsonl")
+    assert sorted(steps) == list(range(1, BRANCH_STEPS + 1))
+    assert_every_step_metrics(steps)
+    by_step = _rewards_by_point(branch_credit_run)
+    mixed = {step: [p for p, rewards in points.items() if len(set(rewards)) > 1] for step, points in by_step.items()}
+    assert any(mixed.values()), f"no shared state with mixed outcomes in {BRANCH_STEPS} steps: {by_step}"
+    credited = {step: data.get("asyncweb/step_credit/abs_mean", 0.0) for step, data in steps.items()}
+    assert any(value > 0 for value in credited.values()), (credited, mixed)
+    for step, value in credited.items():
+        data = steps[step]
+        if value > 0:
+            assert mixed.get(step), f"step {step}: step-level advantages without a shared state of mixed outcomes"
+            assert data["asyncweb/step_credit/points"] >= 1 and data["asyncweb/step_credit/samples"] >= 2
+            # Mixed 0/1 outcomes at one point give |A^S| of at least sqrt(3)/2 on average; the trained batch's
+            # other shared states ended alike (0).
+            assert 0 < value <= 1.0 + 1e-6, value

@@ -42,19 +42,16 @@ def exclusion_rates(
     """Shares of ``pairs`` simulated pairs whose difference excludes zero: by the bootstrap, by Welch's t (None with
     one seed a side, where it has no interval), by both."""
     rng = np.random.default_rng(seed)
-    counts = {"bootstrap": 0, "welch": 0, "resolved": 0}
+    counts: dict[str, int | None] = {"bootstrap": 0, "welch": None, "resolved": 0}  # welch: no interval yet
     for _ in range(pairs):
         first = _variant(rng, seeds, rate, seed_sd, episodes)
         second = _variant(rng, seeds, rate + difference, seed_sd, episodes)
         interval = difference_interval(first, second, resamples=resamples, seed=int(rng.integers(2**31)))
         counts["bootstrap"] += interval.low > 0 or interval.high < 0
         if interval.seed_low is not None:
-            counts["welch"] += interval.seed_low > 0 or interval.seed_high < 0
+            counts["welch"] = (counts["welch"] or 0) + (interval.seed_low > 0 or interval.seed_high < 0)
         counts["resolved"] += interval.resolved
-    rates: dict[str, float | None] = {name: count / pairs for name, count in counts.items()}
-    if seeds < 2:
-        rates["welch"] = None
-    return rates
+    return {name: None if count is None else count / pairs for name, count in counts.items()}
 
 
 def main(argv: list[str]) -> int:
