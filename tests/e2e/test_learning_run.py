@@ -16,7 +16,6 @@ from the state its anchor reached after a missed click, and the clicks taken fro
 """
 
 import hashlib
-import itertools
 import json
 import logging
 from pathlib import Path
@@ -233,48 +232,54 @@ def test_the_first_update_favours_the_rewarded_actions_and_the_sign_flip_disfavo
     assert record["steps"] == WARM_START_STEPS
 
 
-def _rewards_by_point(run_dir: Path) -> dict[int, dict[str, list[float]]]:
-    """Per step, the rewards of the trajectories that took a step from each branch point (anchor and members)."""
-    by_step: dict[int, dict[str, list[float]]] = {}
+def _trained_shared_states(run_dir: Path) -> dict[int, list[list[float]]]:
+    """Per step, the rewards of the trajectories that left each shared state (a branch point two or more of them
+    took a step from: the anchor and its members) in the groups the step trained. The run is synchronous with
+    verl's ``filter_groups``: a step trains the groups of mixed outcomes it rolled out (uniform ones are evicted and
+    replaced until it has ``train_batch_size`` of them), and its episodes are written at its end."""
+    groups: dict[tuple[int, str], list[dict]] = {}
     for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines():
         record = json.loads(line)
-        point = (record.get("branch") or {}).get("point")
-        if point and not record["env_failed"]:
-            by_step.setdefault(record["global_step"], {}).setdefault(point, []).append(float(record["reward"]))
-    return by_step
+        groups.setdefault((record["global_step"], record["traj_id"].rsplit("-", 1)[0]), []).append(record)
+    trained: dict[int, list[list[dict]]] = {}
+    for (step, _), records in groups.items():
+        if len({r["reward"] for r in records}) > 1 and not any(r["env_failed"] for r in records):
+            trained.setdefault(step, []).append(records)
+    shared: dict[int, list[list[float]]] = {}
+    for step, step_groups in trained.items():
+        assert len(step_groups) == TRAIN_BATCH_GROUPS, f"step {step} rolled out {len(step_groups)} mixed groups"
+        by_point: dict[str, list[float]] = {}
+        for record in (r for group in step_groups for r in group):
+            point = (record.get("branch") or {}).get("point")
+            if point:
+                by_point.setdefault(point, []).append(float(record["reward"]))
+        shared[step] = [rewards for rewards in by_point.values() if len(rewards) > 1]
+    return shared
 
 
 def _mean_abs_z(groups: list[list[float]]) -> float:
-    """Mean |A^S| over the trajectories of ``groups``: (R - mean) / population std within each group, 0 for a
-    group whose rewards are all equal."""
+    """Mean |A^S| over the trajectories of ``groups``: (R - mean) / (population std + 1e-6) within each group, 0
+    for a group whose rewards are all equal."""
     values = []
     for rewards in groups:
         mean = sum(rewards) / len(rewards)
         sd = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
-        values += [abs(r - mean) / (sd + 1e-6) if sd else 0.0 for r in rewards]
+        values += [abs(r - mean) / (sd + 1e-6) for r in rewards]
     return sum(values) / len(values)
 
 
 def test_branch_credit_compares_the_clicks_taken_from_one_shared_state(branch_credit_run):
-    """Where the trajectories that left one shared state end differently, the trainer gives the steps taken from it
-    non-zero step-level advantages and logs them: each step's ``step_credit/abs_mean`` is the mean |A^S| over the
-    shared states it trained, recomputed here from the episodes' rewards and branch points (|A^S| averages 1 over
-    two successes against two failures, ~0.87 over one against three, 0 where all four ended alike)."""
+    """Where the trajectories that left one shared state end differently, the trainer compares the steps taken from
+    it: every step's ``step_credit`` metrics (shared states, their step-samples, mean |A^S|) are what the rewards
+    and branch points of the groups it trained give (|A^S| averages 1 over two successes against two failures,
+    ~0.87 over one against three, 0 where all ended alike), and at least one step had such a state."""
     steps = read_steps(branch_credit_run / "metrics.jsonl")
     assert sorted(steps) == list(range(1, BRANCH_STEPS + 1))
     assert_every_step_metrics(steps)
-    by_step = _rewards_by_point(branch_credit_run)
-    credited = [step for step, data in steps.items() if data.get("asyncweb/step_credit/abs_mean", 0.0) > 0]
-    assert credited, (steps, by_step)
-    for step in credited:
-        data = steps[step]
-        trained, samples = int(data["asyncweb/step_credit/points"]), data["asyncweb/step_credit/samples"]
-        # The step trained `trained` of its shared states; which ones dynamic sampling kept is not logged, so the
-        # logged figure must be what some such choice of the episodes' states gives.
-        candidates = [
-            _mean_abs_z(list(chosen))
-            for chosen in itertools.combinations(by_step.get(step, {}).values(), trained)
-            if sum(len(rewards) for rewards in chosen) == samples
-        ]
-        logged = data["asyncweb/step_credit/abs_mean"]
-        assert any(abs(logged - value) < 1e-6 for value in candidates), (step, data, by_step.get(step))
+    shared = _trained_shared_states(branch_credit_run)
+    for step, data in steps.items():
+        states = shared.get(step, [])
+        logged = [data.get(f"asyncweb/step_credit/{key}", 0.0) for key in ("points", "samples", "abs_mean")]
+        expected = [len(states), sum(map(len, states)), _mean_abs_z(states) if states else 0.0]
+        assert logged == pytest.approx(expected, abs=1e-6), (step, logged, expected, states)
+    assert any(_mean_abs_z(states) > 0 for states in shared.values() if states), shared

@@ -122,7 +122,7 @@ def test_the_bench_passes_its_demonstrated_tasks_and_overrides_to_the_demonstrat
 def test_a_model_folder_is_evaluated_with_the_overrides_and_a_run_folder_with_its_own_config(tmp_path):
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
-    _, cfg, _ = resolve(tmp_path / "model", "laptop_learning", overrides=["asyncweb.agent.max_steps=3"])
+    cfg = resolve(tmp_path / "model", "laptop_learning", overrides=["asyncweb.agent.max_steps=3"]).cfg
     assert cfg.asyncweb.agent.max_steps == 3
     assert resolve(tmp_path / "model", "laptop_learning")[1].asyncweb.agent.max_steps == 1
     run_dir = _run_with_checkpoints(tmp_path / "run", [10])

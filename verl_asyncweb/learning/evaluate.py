@@ -165,7 +165,7 @@ def demo_manifest(model_dir: Path) -> dict[str, Any] | None:
             return json.loads(manifest.read_text())
     logger.warning(
         "%s: the manifest of its demonstrations is missing (%s, %s): held-out instances are not checked against "
-        "them, and the prompt settings and score panel are the recipe's",
+        "them (and evaluated on its own, it gets the recipe's prompt settings and score panel)",
         model_dir,
         DEMOS_MANIFEST_FILE,
         demos,
