@@ -43,6 +43,7 @@ TRAIN_BATCH_GROUPS = 2  # laptop_learning's data.train_batch_size: step 1 trains
 # the mixed groups a step trains are mostly shared states with mixed outcomes (all 4 steps had one in the run of
 # 2026-12-06: 7 such states in 4 steps).
 BRANCH_STEPS = 4
+BRANCH_CREDIT = ("asyncweb.agent.branch_step=1", "asyncweb.algo.step_credit=branch")
 
 
 def _run_command(run_dir: Path, model: Path, steps: int, *overrides: str) -> list[str]:
@@ -83,12 +84,19 @@ def warm_start_model(tmp_path_factory, tiny_model_path) -> Path:
     return model
 
 
+def _finished_run(tmp_path_factory, name: str, model: Path, steps: int, *overrides: str) -> Path:
+    """The run folder of a finished ``_run_command`` run from ``model`` in a new temporary folder ``name``."""
+    run_dir = tmp_path_factory.mktemp(name) / "run"
+    run_to_completion(_run_command(run_dir, model, steps, *overrides), run_dir.parent / "run.log")
+    return run_dir
+
+
 @pytest.fixture(scope="module")
 def learning_run(tmp_path_factory, warm_start_model) -> Path:
     """The run folder of a finished learning run on two trainer ranks."""
-    run_dir = tmp_path_factory.mktemp("learning") / "run"
-    command = _run_command(
-        run_dir,
+    return _finished_run(
+        tmp_path_factory,
+        "learning",
         warm_start_model,
         STEPS,
         f"trainer.n_gpus_per_node={TRAINER_RANKS}",
@@ -97,32 +105,18 @@ def learning_run(tmp_path_factory, warm_start_model) -> Path:
         "asyncweb.pixels.worker_cpus=0",
         "asyncweb.pixels.chunk_samples=3",
     )
-    run_to_completion(command, run_dir.parent / "run.log")
-    return run_dir
 
 
 @pytest.fixture(scope="module")
 def control_run(tmp_path_factory, warm_start_model) -> Path:
     """The run folder of one update from the same warm start with every advantage's sign flipped."""
-    run_dir = tmp_path_factory.mktemp("control") / "run"
-    command = _run_command(run_dir, warm_start_model, 1, "asyncweb.algo.negate_advantage=true")
-    run_to_completion(command, run_dir.parent / "run.log")
-    return run_dir
+    return _finished_run(tmp_path_factory, "control", warm_start_model, 1, "asyncweb.algo.negate_advantage=true")
 
 
 @pytest.fixture(scope="module")
 def branch_credit_run(tmp_path_factory, warm_start_model) -> Path:
     """The run folder of a run from the same warm start with branch rollouts from step 1 and step-level credit."""
-    run_dir = tmp_path_factory.mktemp("branch_credit") / "run"
-    command = _run_command(
-        run_dir,
-        warm_start_model,
-        BRANCH_STEPS,
-        "asyncweb.agent.branch_step=1",
-        "asyncweb.algo.step_credit=branch",
-    )
-    run_to_completion(command, run_dir.parent / "run.log")
-    return run_dir
+    return _finished_run(tmp_path_factory, "branch_credit", warm_start_model, BRANCH_STEPS, *BRANCH_CREDIT)
 
 
 def _digest(model_dir: Path) -> str:
