@@ -88,6 +88,27 @@ def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):
     assert (tmp_path / "success_vs_wall.png").is_file()
 
 
+def test_the_seeds_of_an_arm_share_its_colour_and_one_legend_entry(tmp_path):
+    def run(arm, seed, held_out):
+        name = arm if seed == 0 else f"{arm}_seed{seed}"
+        return {"arm": arm, "seed": seed, "run": name, "curve": [(60.0, 0.3)], "held_out_curve": held_out}
+
+    runs = [run("rl", 0, [(0.0, 0, 0.2), (60.0, 20, 0.3)]), run("rl", 1, [(0.0, 0, 0.2), (90.0, 20, 0.4)])]
+    runs.append(run("sync", 0, [(0.0, 0, 0.2), (120.0, 20, 0.5)]))
+    figure = plot(runs, 0.2, tmp_path / "plot.png")
+    held_out = [line for line in figure.axes[0].get_lines() if line.get_marker() == "*"]
+    assert [list(line.get_ydata()) for line in held_out] == [[0.2, 0.3], [0.2, 0.4], [0.2, 0.5]]  # every seed drawn
+    colors = [line.get_color() for line in held_out]
+    assert colors[0] == colors[1] != colors[2]
+    legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert legend == [
+        "rl: training episodes",
+        "rl: held-out, warm start and checkpoints",
+        "sync: training episodes",
+        "sync: held-out, warm start and checkpoints",
+    ]
+
+
 def test_runs_of_an_earlier_invocation_are_named_by_their_folders(tmp_path):
     from verl_asyncweb.bench.learning import recorded_runs
 

@@ -306,30 +306,35 @@ def _held_out_curve(result: dict, before: float) -> list[tuple[float, int, float
 
 
 def plot(results: list[dict], before: float, path: Path):
-    """Training success rate vs wall time per arm, with the held-out success of the warm start and of each
-    evaluated checkpoint; returns the saved matplotlib figure."""
+    """Training success rate vs wall time per run, with the held-out success of the warm start and of each
+    evaluated checkpoint; the seeds of an arm share its colour and one legend entry. Returns the saved figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7, 4))
+    figure, axes = plt.subplots(figsize=(9, 4))
+    colors: dict[str, str] = {}
     for result in results:
+        arm = result["arm"]
+        # Matplotlib leaves labels that start with "_" out of the legend: an arm's later seeds.
+        prefix = arm if arm not in colors else f"_{result.get('run', arm)}"
+        color = colors.setdefault(arm, f"C{len(colors) % 10}")
         points = [(t / 60, s) for t, s in result["curve"] if s is not None]
-        line = axes.plot(*zip(*points, strict=True), alpha=0.4, label=f"{result['arm']}: training episodes")[0]
+        axes.plot(*zip(*points, strict=True), color=color, alpha=0.3, label=f"{prefix}: training episodes")
         held_out = [(t / 60, s) for t, _, s in _held_out_curve(result, before)]
         axes.plot(
             *zip(*held_out, strict=True),
-            color=line.get_color(),
+            color=color,
             marker="*",
-            markersize=11,
-            label=f"{result['arm']}: held-out, warm start and checkpoints",
+            markersize=10,
+            label=f"{prefix}: held-out, warm start and checkpoints",
         )
     axes.scatter([0], [before], color="black", marker="*", s=120, zorder=3)
     axes.set_xlabel("RL wall time (min)")
     axes.set_ylabel("success rate")
     axes.set_ylim(0, 1)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     return figure
