@@ -60,6 +60,11 @@ def test_seeds_and_own_paths_do_not_make_another_setup_but_a_setting_does():
     assert setup_key(base) != setup_key({**base, "actor": {"lr": 1e-4}})
     assert setup_key({"tasks": {"seed": 0}}) == setup_key({"tasks": {"seed": 3}})
     assert setup_key({"tasks": {"seeds": "held-out"}}) != setup_key({"tasks": {"seeds": "train"}})  # not a seed
+    # Saving and logging are not the setup: bench learning's seed 0 may keep every checkpoint and a later seed one.
+    saving = {"trainer": {"save_freq": 10, "max_actor_ckpt_to_keep": None, "experiment_name": "a"}}
+    other_saving = {"trainer": {"save_freq": 20, "max_actor_ckpt_to_keep": 1, "experiment_name": "b"}}
+    assert setup_key(saving) == setup_key(other_saving)
+    assert setup_key(saving) != setup_key({"trainer": {**saving["trainer"], "total_training_steps": 20}})
 
 
 def test_runs_of_one_setup_are_pooled_with_seeds_and_episodes_resampled(six_runs):

@@ -171,11 +171,26 @@ def _select_config(cfg: Any, warnings: list[str]) -> dict[str, Any]:
 SEED_KEY = re.compile(r"(^|_)seed$")
 """A config leaf named ``seed`` or ``*_seed`` is a seed: it does not make another variant."""
 RUN_DIR_KEY = "trainer.default_local_dir"
+BOOKKEEPING_KEYS = frozenset(
+    {
+        "trainer.save_freq",
+        "trainer.max_actor_ckpt_to_keep",
+        "trainer.max_critic_ckpt_to_keep",
+        "trainer.resume_mode",
+        "trainer.resume_from_path",
+        "trainer.project_name",
+        "trainer.experiment_name",
+        "trainer.logger",
+    }
+)
+"""Where and how often a run saves and logs: not what it trains (``bench learning --eval-checkpoints`` keeps every
+checkpoint, a seed added later may keep one)."""
 
 
 def setup_key(config: dict[str, Any]) -> str:
-    """What makes a run's setup: its flattened config (unresolved) less seeds and the paths inside its own folder
-    (under ``trainer.default_local_dir``: checkpoints, the task parquet files), as canonical JSON."""
+    """What makes a run's setup: its flattened config (unresolved) less seeds, the paths inside its own folder
+    (under ``trainer.default_local_dir``: checkpoints, the task parquet files) and :data:`BOOKKEEPING_KEYS`, as
+    canonical JSON."""
     flat: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -191,6 +206,7 @@ def setup_key(config: dict[str, Any]) -> str:
         key: value
         for key, value in flat.items()
         if not SEED_KEY.search(key.rsplit(".", 1)[-1])
+        and key not in BOOKKEEPING_KEYS
         and not (isinstance(run_dir, str) and run_dir and isinstance(value, str) and value.startswith(run_dir))
     }
     return json.dumps(kept, sort_keys=True, default=str)
