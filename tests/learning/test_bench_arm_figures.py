@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.learning import _table, checked_trainer, run_arm, warm_start_args
+from verl_asyncweb.bench.learning import _table, arm_figure_rows, checked_trainer, run_arm, warm_start_args
 from verl_asyncweb.compare.metric_names import BRANCH_MEMBERS, ENV_STEPS, TRAINED_TRAJECTORIES, WALL_S
 from verl_asyncweb.recipes_registry import compose_recipe
 
@@ -47,7 +47,8 @@ def test_a_run_without_branching_or_from_before_the_env_steps_metric_shows_none(
         "temperature": 0.7,
         "arms": [{**plain, "held_out_after": 0.5, "seed": 0}, {**older, "held_out_after": 0.25, "seed": 1}],
     }  # fmt: skip
-    rows = [line for line in _table(record).splitlines() if line.startswith(("| rl | 0 |", "| old | 1 |"))]
+    runs_table = _table(record).split("\n\n")[1]  # the per-run table, before the per-arm ones
+    rows = [line for line in runs_table.splitlines() if line.startswith(("| rl | 0 |", "| old | 1 |"))]
     assert [row.split(" | ")[3] for row in rows] == ["16", "n/a"]  # the env steps column
     assert [row.split(" | ")[-2] for row in rows] == ["n/a", "n/a"]  # members/step
 
@@ -83,3 +84,25 @@ def test_a_recipe_that_saves_no_checkpoint_is_refused_before_anything_runs():
     with pytest.raises(SystemExit, match="trainer.save_freq is 0 in laptop_multistep .*needs saved checkpoints"):
         overrides = ["trainer.save_freq=0"]
         checked_trainer(compose_recipe("laptop_multistep", overrides), "laptop_multistep", overrides)
+
+
+def test_each_arms_figures_are_pooled_over_its_seeds_with_an_interval():
+    def run(arm, seed, steps_to_success, wall_min, env_steps=None):
+        return {
+            "arm": arm, "seed": seed, "held_out_steps_to_success": steps_to_success,
+            "held_out_invalid_action_rate": 0.5, "env_steps": env_steps, "trained_trajs_per_hour": 300.0,
+            "rl_wall_s": wall_min * 60,
+        }  # fmt: skip
+
+    record = {"arms": [run("rl", 0, 2.0, 20), run("rl", 1, 4.0, 30), run("rl", 2, 3.0, 40), run("const", 0, 3.5, 25)]}
+    header, _, *rows = ([cell.strip() for cell in line.strip("|").split("|")] for line in arm_figure_rows(record)[1:])
+    by_arm = {cells[0]: dict(zip(header, cells, strict=True)) for cells in rows}
+    rl, const = by_arm["rl"], by_arm["const"]
+    assert rl["seeds"] == "3" and const["seeds"] == "1"
+    mean, interval = rl["steps to success"].split(" ", 1)
+    low, high = (float(v) for v in interval.strip("[]").split(", "))
+    assert float(mean) == 3.0 and 2.0 <= low < 3.0 < high <= 4.0  # the mean of the seeds, inside their range
+    assert rl["RL wall min"].startswith("30.0 [")  # seconds shown as minutes
+    assert rl["invalid-action rate"] == "0.50 [0.50, 0.50]"
+    assert rl["env steps"] == "n/a"  # no seed recorded it
+    assert const["steps to success"] == "3.50"  # one seed: no interval

@@ -17,7 +17,8 @@ exists is reused, so an interrupted experiment continues):
 Reported: demonstration count and recording time, warm-start time, environment (policy) steps and RL wall
 time, held-out success before and after (overall and per task; ``--eval-checkpoints`` also at every saved
 checkpoint), trajectories per hour, peak memory, and for branch rollouts the episodes played on from a restored
-branch point per step; ``success_vs_wall.png`` plots each arm's training success rate against wall time with the
+branch point per step; with seeds, each arm's mean of these figures with a 95% interval over its seeds
+(:func:`arm_figure_rows`); ``success_vs_wall.png`` plots each arm's training success rate against wall time with the
 held-out points.
 An interrupted arm, or a larger ``--rl-steps`` than an arm's finished run, continues from its latest checkpoint
 (:func:`arm_command`).
@@ -379,6 +380,41 @@ def arm_summaries(record: dict) -> list[str]:
     return lines
 
 
+ARM_FIGURES = {
+    "steps to success": ("held_out_steps_to_success", 1, "{:.2f}"),
+    "invalid-action rate": ("held_out_invalid_action_rate", 1, "{:.2f}"),
+    "env steps": ("env_steps", 1, "{:.0f}"),
+    "trained traj/h": ("trained_trajs_per_hour", 1, "{:.0f}"),
+    "RL wall min": ("rl_wall_s", 1 / 60, "{:.1f}"),
+}
+"""Per-run figures that :func:`arm_figure_rows` pools per arm: results.json key, scale, format."""
+
+
+def arm_figure_rows(record: dict) -> list[str]:
+    """Per arm, the mean over its seeds with a 95% interval (bootstrap over the seeds) of each per-run figure of
+    :data:`ARM_FIGURES`; ``n/a`` where no seed recorded it, no interval with one seed."""
+    from verl_asyncweb.compare.confidence import mean_interval
+
+    def cell(runs: list[dict], key: str, scale: float, fmt: str) -> str:
+        values = [[run[key] * scale] for run in runs if run.get(key) is not None]
+        if not values:
+            return "n/a"
+        interval = mean_interval(values)
+        if len(values) == 1:
+            return fmt.format(interval.mean)
+        return f"{fmt.format(interval.mean)} [{fmt.format(interval.low)}, {fmt.format(interval.high)}]"
+
+    lines = [
+        "",
+        f"| arm | seeds | {' | '.join(ARM_FIGURES)} |",
+        "| --- | ---: |" + " --- |" * len(ARM_FIGURES),
+    ]
+    for arm, runs in runs_by_arm(record["arms"]).items():
+        cells = [cell(runs, *figure) for figure in ARM_FIGURES.values()]
+        lines.append(f"| {arm} | {len(runs)} | {' | '.join(cells)} |")
+    return lines
+
+
 def task_rows(record: dict) -> list[str]:
     """Held-out success per task, steps to success in brackets: the warm start's, then each arm's mean over its
     seeds (steps: over the seeds with a success on the task)."""
@@ -442,6 +478,7 @@ def _table(record: dict) -> str:
         )
     lines += task_rows(record)
     lines += arm_summaries(record)
+    lines += arm_figure_rows(record)
     for r in record["arms"]:
         if len(r.get("held_out_curve", [])) > 2:
             points = ", ".join(
