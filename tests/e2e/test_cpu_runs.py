@@ -402,7 +402,7 @@ def test_branched_groups_share_their_branch_point_and_replay_reproduces_a_member
         assert anchor["branch"]["role"] == "anchor" and anchor["traj_id"] == point.split("@")[0]
         assert rest and all(m["branch"] == {"role": "member", "point": point, "step": 1} for m in rest)
         assert all(m["steps"][0]["step_index"] == 1 for m in rest), "members start at the branch step"
-        assert all(m["traj_id"].rsplit("-", 1)[0] == anchor["traj_id"].rsplit("-", 1)[0] for m in rest), "one group"
+        assert all(m["group"] == anchor["group"] for m in rest), "one group"
         loaded = load_point(run_dir / "episodes" / "branch_points" / f"{point}.json", run_dir / "episodes" / "screens")
         assert loaded.step == 1 and len(loaded.screenshots) == 1
     member = next(m for group in by_point.values() for m in group if m["branch"]["role"] == "member")
@@ -440,9 +440,9 @@ def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
     tasks = _task_ids_by_index(run_dir)
     before, after = _draw_order(run_dir, run_dir / f"global_step_{saved}")
     drawn_before = {tasks[i] for i in before}
-    # Prompt groups of the resumed attempt (a group's trajectories share the uid prefix of their traj_id).
+    # Prompt groups of the resumed attempt.
     resumed_groups = {
-        record["traj_id"].rsplit("-", 1)[0]: record["task_id"]
+        record["group"]: record["task_id"]
         for record in _episode_records(run_dir)
         if record["started_at"] > resumed_at
     }

@@ -145,7 +145,7 @@ def _first_steps_by_group(run_dir: Path) -> dict[str, dict[bool, list[dict]]]:
             screenshot=f"screens/{step['screenshot_key']}.jpg", accessibility_text=step["elements"]
         )
         messages, images = step_messages(agent, state, observation)
-        group = record["traj_id"].rsplit("-", 1)[0]  # traj_id is "{group uid}-{session}"
+        group = record["group"]
         outcomes = groups.setdefault(group, {True: [], False: []})
         outcomes[bool(record["success"])].append({"messages": messages, "images": images, "response": step["response"]})
     return {group: outcomes for group, outcomes in groups.items() if outcomes[True] and outcomes[False]}
@@ -234,7 +234,7 @@ def _trained_shared_states(run_dir: Path) -> dict[int, list[list[float]]]:
     groups: dict[tuple[int, str], list[dict]] = {}
     for line in (run_dir / "episodes" / "episodes.jsonl").read_text().splitlines():
         record = json.loads(line)
-        groups.setdefault((record["global_step"], record["traj_id"].rsplit("-", 1)[0]), []).append(record)
+        groups.setdefault((record["global_step"], record["group"]), []).append(record)
     trained: dict[int, list[list[dict]]] = {}
     for (step, _), records in groups.items():
         if len({r["reward"] for r in records}) > 1 and not any(r["env_failed"] for r in records):

@@ -497,6 +497,7 @@ class WebAgentLoop(AgentLoopBase):
         return {
             "summary": summary,
             "traj_id": state.traj_id,
+            "group": state.group,
             "task_id": task.task_id,
             "instruction": state.instruction,
             "source": task.source,

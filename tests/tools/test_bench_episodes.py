@@ -1,0 +1,50 @@
+"""``bench episodes``: episodes, groups ended alike and success by policy version, from hand-made run folders."""
+
+import json
+
+from verl_asyncweb.bench.episodes import main, played, read_run
+from verl_asyncweb.compare.metric_names import POLICY_LAG_MEAN
+
+
+def _episode(traj_id, success, versions, seconds=10.0, group=None, env_failed=False):
+    record = {
+        "traj_id": traj_id, "success": success, "env_failed": env_failed, "started_at": 100.0,
+        "finished_at": 100.0 + seconds, "steps": [{"policy_version": v} for v in versions],
+    }  # fmt: skip
+    if group is not None:
+        record["group"] = group
+    return record
+
+
+def test_groups_ended_alike_and_success_by_the_version_of_the_last_step():
+    episodes = [
+        _episode("g1-a", True, [0, 0], seconds=4.0, group="g1"),
+        _episode("g1-b", True, [0, 1], seconds=6.0, group="g1"),  # g1: both succeeded, ended alike
+        _episode("g2-a", True, [1, 2], seconds=9.0, group="g2"),
+        _episode("g2-b", False, [4, 5, 6], seconds=30.0, group="g2"),  # g2: mixed
+        _episode("g3-a", False, [0], seconds=2.0),  # records from before the group field: groups from the ids
+        _episode("g4-a", False, [0], seconds=2.0),
+        _episode("g3-c", True, [7], group="g3", env_failed=True),  # left out of every rate
+    ]
+    counted = played(episodes, {1: {POLICY_LAG_MEAN: 0.5}, 2: {POLICY_LAG_MEAN: 1.5}, 3: {}})
+    assert (counted.episodes, counted.successes, counted.env_failed) == (6, 3, 1)
+    assert (counted.groups, counted.groups_alike) == (4, 3)
+    assert counted.by_version == {0: [1, 3], 1: [1, 1], 2: [1, 1], 3: [0, 1]}  # v6 counts as v3+
+    assert counted.seconds_per_step == 2.5  # median of 2, 2, 2, 3, 4.5, 10 seconds per step
+    assert counted.policy_lag == 1.0
+    row = counted.row("run").split(" | ")
+    assert row[1:6] == ["6", "0.500", "1", "4", "3"] and row[6] == "1/3 = 0.33"
+
+
+def test_a_run_folder_is_read_with_a_cut_line_counted_and_printed_as_one_row(tmp_path, capsys):
+    run = tmp_path / "rl_seed1"
+    (run / "episodes").mkdir(parents=True)
+    lines = [json.dumps(_episode("g-a", True, [0], group="g")), json.dumps(_episode("g-b", False, [1], group="g"))]
+    (run / "episodes" / "episodes.jsonl").write_text("\n".join(lines) + '\n{"traj_id": "g-c", "ste')
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "data": {POLICY_LAG_MEAN: 0.25}}) + "\n")
+    counted = read_run(run)
+    assert (counted.episodes, counted.groups_alike, counted.cut_lines, counted.policy_lag) == (2, 0, 1, 0.25)
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "1 unreadable episode line(s) skipped" in out
+    assert [line for line in out.splitlines() if line.startswith("| rl_seed1 |")] == [counted.row("rl_seed1")]

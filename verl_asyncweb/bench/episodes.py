@@ -1,0 +1,129 @@
+"""``python -m verl_asyncweb.bench episodes RUN_DIR ...``: what runs played while they trained.
+
+From each run folder's recorded training episodes (``episodes/episodes.jsonl``) and metrics, one row per run:
+episodes played and how many succeeded, prompt groups and how many ended alike (every member succeeded or every
+member failed: GRPO gives them no signal and dynamic sampling drops them), success by the policy version that
+generated an episode's last step (``v3+`` pools the later ones), the median seconds per step and the mean policy
+lag (``asyncweb/policy_lag/mean`` over the logged steps). Environment-failed episodes are counted apart and left
+out of every rate.
+
+Runs that play more episodes for the same training steps are runs whose groups more often end alike: this reads
+which, and whether their episodes started out succeeding less (v0) or fell behind later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verl_asyncweb.compare.jsonl import CorruptLine, iter_objects
+from verl_asyncweb.compare.metric_names import POLICY_LAG_MEAN
+from verl_asyncweb.run_folder import RunFolder
+
+LAST_VERSION = 3
+"""Policy versions from this one on share a column (``v3+``)."""
+
+
+def group_of(episode: dict) -> str:
+    """The episode's prompt group; records written before they carried ``group`` have ``{group}-{session}`` ids."""
+    return episode.get("group") or episode["traj_id"].rsplit("-", 1)[0]
+
+
+def version_of(episode: dict) -> int | None:
+    """The policy version that generated the episode's last step (None: an episode without steps)."""
+    versions = [step["policy_version"] for step in episode["steps"] if step.get("policy_version") is not None]
+    return max(versions) if versions else None
+
+
+@dataclass
+class PlayedEpisodes:
+    """What one run played, as :func:`played` counts it from its episode records."""
+
+    episodes: int = 0
+    successes: int = 0
+    env_failed: int = 0
+    groups: int = 0
+    groups_alike: int = 0
+    by_version: dict[int, list[int]] = field(default_factory=dict)
+    """Policy version (capped at :data:`LAST_VERSION`) -> [successes, episodes]."""
+    seconds_per_step: float | None = None
+    policy_lag: float | None = None
+    cut_lines: int = 0
+
+    def row(self, name: str) -> str:
+        rate = f"{self.successes / self.episodes:.3f}" if self.episodes else "n/a"
+        versions = []
+        for version in range(LAST_VERSION + 1):
+            won, played_ = self.by_version.get(version, (0, 0))
+            versions.append(f"{won}/{played_} = {won / played_:.2f}" if played_ else "n/a")
+        seconds = "n/a" if self.seconds_per_step is None else f"{self.seconds_per_step:.1f}"
+        lag = "n/a" if self.policy_lag is None else f"{self.policy_lag:.2f}"
+        return (
+            f"| {name} | {self.episodes} | {rate} | {self.env_failed} | {self.groups} | {self.groups_alike} | "
+            f"{' | '.join(versions)} | {seconds} | {lag} |"
+        )
+
+
+HEADER = (
+    "| run | episodes | success | env failed | groups | ended alike | "
+    + " | ".join(f"v{v}" if v < LAST_VERSION else f"v{v}+" for v in range(LAST_VERSION + 1))
+    + " | s/step | policy lag |"
+)
+
+
+def played(episodes: list[dict], metrics: dict[int, dict[str, float]]) -> PlayedEpisodes:
+    """Count a run's episodes (:class:`PlayedEpisodes`); ``metrics`` are its logged steps (for the lag)."""
+    counted = PlayedEpisodes()
+    groups: dict[str, list[bool]] = defaultdict(list)
+    seconds = []
+    for episode in episodes:
+        if episode.get("env_failed"):
+            counted.env_failed += 1
+            continue
+        success = bool(episode["success"])
+        counted.episodes += 1
+        counted.successes += success
+        groups[group_of(episode)].append(success)
+        version = version_of(episode)
+        if version is not None:
+            tally = counted.by_version.setdefault(min(version, LAST_VERSION), [0, 0])
+            tally[0] += success
+            tally[1] += 1
+            seconds.append((episode["finished_at"] - episode["started_at"]) / len(episode["steps"]))
+    counted.groups = len(groups)
+    counted.groups_alike = sum(1 for outcomes in groups.values() if len(set(outcomes)) == 1)
+    counted.seconds_per_step = statistics.median(seconds) if seconds else None
+    lags = [data[POLICY_LAG_MEAN] for data in metrics.values() if POLICY_LAG_MEAN in data]
+    counted.policy_lag = statistics.fmean(lags) if lags else None
+    return counted
+
+
+def read_run(run_dir: Path) -> PlayedEpisodes:
+    """:func:`played` over a run folder; a line cut by a killed run is skipped and counted."""
+    folder = RunFolder(run_dir)
+    path = folder.episodes_dir / "episodes.jsonl"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    cut: list[CorruptLine] = []
+    counted = played([record for _, record in iter_objects(path, cut)], folder.read_metrics())
+    counted.cut_lines = len(cut)
+    return counted
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_asyncweb.bench episodes", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    args = parser.parse_args(argv)
+    rows = []
+    for run_dir in args.run_dirs:
+        counted = read_run(run_dir)
+        rows.append(counted.row(run_dir.name))
+        if counted.cut_lines:
+            print(f"{run_dir}: {counted.cut_lines} unreadable episode line(s) skipped")
+    print(HEADER)
+    print("| --- |" + " ---: |" * (HEADER.count("|") - 2))
+    print("\n".join(rows))
+    return 0
