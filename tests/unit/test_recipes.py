@@ -400,11 +400,28 @@ def test_the_sync_reinforce_arm_runs_the_baseline_its_recipe_names():
     )
     _, recipe = load_config(["recipe=demo_sync_reinforce"])
     for asyncweb in (arm, recipe):
-        assert (asyncweb.rollout_mode, asyncweb.algo.estimator, asyncweb.algo.step_norm) == (
+        algo = asyncweb.algo
+        assert (asyncweb.rollout_mode, algo.estimator, algo.step_norm, algo.dynamic_sampling) == (
             "sync",
             "multistep_reinforce",
             "traj",
+            False,  # every group trains, all-success ones included, as in WebGym and webgym_qwen3vl8b_sync
         )
+    cfg, _ = load_config(
+        ["recipe=laptop_multistep", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS["sync_reinforce"]]
+    )
+    assert not cfg.algorithm.filter_groups.enable  # verl's replay buffer drops no group either
+
+
+def test_verls_group_filter_must_follow_dynamic_sampling():
+    """A recipe that turns dynamic sampling off must not leave verl's group filter on (it would drop the groups)."""
+    base = ["recipe=laptop_learning", "actor_rollout_ref.model.path=/m"]
+    cfg, asyncweb = load_config(base)
+    assert asyncweb.algo.dynamic_sampling and cfg.algorithm.filter_groups.enable
+    cfg, _ = load_config([*base, "asyncweb.algo.dynamic_sampling=false"])
+    assert not cfg.algorithm.filter_groups.enable  # the recipe's filter follows the key
+    with pytest.raises(SetupError, match=r"algorithm\.filter_groups\.enable"):
+        load_config([*base, "asyncweb.algo.dynamic_sampling=false", "algorithm.filter_groups.enable=true"])
 
 
 def test_the_branch_arms_differ_only_in_step_credit():

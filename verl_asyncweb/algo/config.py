@@ -56,7 +56,8 @@ class AsyncWebAlgoConfig(BaseConfig):
         behav_cap_mode: ``drop`` (the token contributes nothing) or ``clip`` (w is clipped to the cap).
         dynamic_sampling: Groups whose trajectory rewards are all equal carry no signal; give them zero
             advantage and mark their rows for removal (DAPO-style). verl's replay buffer can do the removal
-            before training: ``algorithm.filter_groups.enable=true``, ``algorithm.filter_groups.metric=reward``.
+            before training: ``algorithm.filter_groups.enable=true``, ``algorithm.filter_groups.metric=reward``;
+            with this off, its filter must be off too.
         success_threshold: RAFT++ counts a trajectory as successful when its reward is strictly above this.
         negate_advantage: A control, never a training setting: every advantage's sign is flipped, so updates
             push away from rewarded behaviour. A run with it must not improve; if it does, the gain did not

@@ -53,6 +53,10 @@ def required_verl_overrides(algo: AsyncWebAlgoConfig | Mapping[str, Any] | None 
         # copied to every step-sample this is exactly "all trajectory rewards equal".
         keys["algorithm.filter_groups.enable"] = True
         keys["algorithm.filter_groups.metric"] = "reward"
+    else:
+        # Without dynamic sampling every group trains (REINFORCE's all-success groups carry signal): verl's filter
+        # would drop the groups the estimator was told to keep.
+        keys["algorithm.filter_groups.enable"] = False
     return keys
 
 

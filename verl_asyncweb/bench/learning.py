@@ -65,8 +65,17 @@ ARMS = {
     "traj": ["asyncweb.algo.step_norm=traj"],
     "const": ["asyncweb.algo.step_norm=const"],
     "vanilla": ["asyncweb.algo.loss_mode=vanilla", "algorithm.rollout_correction.bypass_mode=true"],
-    # WebGym's synchronous baseline, as recipe demo_sync_reinforce: sync rollout, REINFORCE on the raw reward.
+    # WebGym's synchronous baseline, as recipe demo_sync_reinforce: sync rollout, REINFORCE on the raw reward, every
+    # group trained (no dynamic sampling: a group whose members all succeeded carries signal without a baseline).
     "sync_reinforce": [
+        "asyncweb.rollout_mode=sync",
+        "asyncweb.algo.estimator=multistep_reinforce",
+        "algorithm.adv_estimator=multistep_reinforce",
+        "asyncweb.algo.step_norm=traj",
+        "asyncweb.algo.dynamic_sampling=false",
+    ],
+    # The same with the recipe's dynamic sampling (mixed groups only): on binary rewards RAFT++'s update, in sync.
+    "sync_reinforce_filtered": [
         "asyncweb.rollout_mode=sync",
         "asyncweb.algo.estimator=multistep_reinforce",
         "algorithm.adv_estimator=multistep_reinforce",
