@@ -31,6 +31,7 @@ def test_an_arm_reports_its_environment_steps_and_branch_members_per_step(tmp_pa
     }
     result = _arm(tmp_path, "branch_credit", rows)
     assert result["env_steps"] == 57.0
+    assert result["env_steps_by_step"] == [[1, 30.0], [2, 52.0], [3, 57.0]]  # played up to each step
     assert result["branch_members_per_step"] == pytest.approx(4.0)
     assert (result["steps"], result["rl_wall_s"], result["trained_trajs_per_hour"]) == (3, 180.0, 400.0)
 
@@ -40,7 +41,7 @@ def test_a_run_without_branching_or_from_before_the_env_steps_metric_shows_none(
     assert (plain["env_steps"], plain["branch_members_per_step"]) == (16.0, None)
     # One step without the metric (an older attempt's): a partial sum would undercount, so none is given.
     older = _arm(tmp_path, "old", {1: {}, 2: {ENV_STEPS: 7.0}})
-    assert older["env_steps"] is None
+    assert (older["env_steps"], older["env_steps_by_step"]) == (None, None)
     record = {
         "demo_episodes": 10, "demo_steps": 20, "demo_s": 5, "warm_start_steps": 100, "warm_start_s": 60,
         "warm_start_loss_first": 2.0, "warm_start_loss_last": 0.5, "held_out_before": 0.25, "eval_instances": 4,

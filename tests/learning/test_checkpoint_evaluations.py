@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.learning import arm_command, plot, wall_by_step
+from verl_asyncweb.bench.learning import arm_command, plot, plot_env_steps, wall_by_step
 from verl_asyncweb.learning.evaluate import checkpoint_model, checkpoint_steps, default_output, resolve
 
 
@@ -86,6 +86,20 @@ def test_the_plot_draws_the_held_out_points_of_every_checkpoint(tmp_path):
     training = lines["rl: training episodes"]
     assert list(training.get_xdata()) == [1.0, 3.0] and list(training.get_ydata()) == [0.2, 0.5]  # None left out
     assert (tmp_path / "success_vs_wall.png").is_file()
+
+
+def test_the_held_out_points_are_plotted_at_the_environment_steps_played_by_their_checkpoint(tmp_path):
+    branch = {
+        "arm": "branch",
+        "held_out_curve": [(0.0, 0, 0.2), (600.0, 10, 0.3), (1200.0, 20, 0.4)],
+        "env_steps_by_step": [[step, 50.0 * step] for step in range(1, 21)],
+    }
+    older = {"arm": "rl", "held_out_curve": [(0.0, 0, 0.2), (900.0, 20, 0.5)]}  # recorded without env steps
+    figure = plot_env_steps([branch, older], 0.2, tmp_path / "success_vs_env_steps.png")
+    (line,) = [line for line in figure.axes[0].get_lines() if line.get_marker() == "*"]
+    assert line.get_label() == "branch: held-out"
+    assert list(line.get_xdata()) == [0, 500.0, 1000.0] and list(line.get_ydata()) == [0.2, 0.3, 0.4]
+    assert (tmp_path / "success_vs_env_steps.png").is_file()
 
 
 def test_the_seeds_of_an_arm_share_its_colour_and_one_legend_entry(tmp_path):

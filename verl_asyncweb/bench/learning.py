@@ -19,7 +19,7 @@ time, held-out success before and after (overall and per task; ``--eval-checkpoi
 checkpoint), trajectories per hour, peak memory, and for branch rollouts the episodes played on from a restored
 branch point per step; with seeds, each arm's mean of these figures with a 95% interval over its seeds
 (:func:`arm_figure_rows`); ``success_vs_wall.png`` plots each arm's training success rate against wall time with the
-held-out points.
+held-out points, ``success_vs_env_steps.png`` the held-out points against the policy steps played by then.
 An interrupted arm, or a larger ``--rl-steps`` than an arm's finished run, continues from its latest checkpoint
 (:func:`arm_command`).
 
@@ -291,6 +291,8 @@ def run_arm(
     wall = walls[max(data)]
     trajectories = sum(d.get("asyncweb/trained_trajectories", 0) for d in data.values())
     members = [d[BRANCH_MEMBERS] for d in data.values() if BRANCH_MEMBERS in d]
+    counted = all(ENV_STEPS in d for d in data.values())
+    cumulative = list(itertools.accumulate(data[step][ENV_STEPS] for step in sorted(data))) if counted else []
     return {
         "arm": name,
         "steps": max(data),
@@ -300,7 +302,11 @@ def run_arm(
         "train_success_last": data[max(data)].get("asyncweb/success_rate"),
         "curve": [(walls[step], d.get("asyncweb/success_rate")) for step, d in sorted(data.items()) if step in walls],
         # Policy steps (a run from before the metric existed has none): equal-environment-step reads.
-        "env_steps": sum(d[ENV_STEPS] for d in data.values()) if all(ENV_STEPS in d for d in data.values()) else None,
+        "env_steps": cumulative[-1] if counted else None,
+        # [step, policy steps played up to it]: held-out checkpoints read at equal environment steps.
+        "env_steps_by_step": [[step, total] for step, total in zip(sorted(data), cumulative, strict=True)]
+        if counted
+        else None,
         # Branch rollouts: episodes that played on from their group's restored branch point, per training step.
         "branch_members_per_step": sum(members) / len(members) if members else None,
         **json.loads((run_dir / "bench_memory.json").read_text()),
@@ -345,6 +351,38 @@ def plot(results: list[dict], before: float, path: Path):
     axes.set_ylabel("success rate")
     axes.set_ylim(0, 1)
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    return figure
+
+
+def plot_env_steps(results: list[dict], before: float, path: Path):
+    """Held-out success of the warm start and each evaluated checkpoint against the policy steps a run had played
+    by then (runs recorded without per-step environment steps are left out); the seeds of an arm share its colour
+    and one legend entry. Returns the saved figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(9, 4))
+    colors: dict[str, str] = {}
+    for result in results:
+        env_steps = {step: total for step, total in result.get("env_steps_by_step") or []}
+        if not env_steps:
+            continue
+        arm = result["arm"]
+        prefix = arm if arm not in colors else f"_{result.get('run', arm)}"
+        color = colors.setdefault(arm, f"C{len(colors) % 10}")
+        held_out = [(step, s) for _, step, s in _held_out_curve(result, before) if step == 0 or step in env_steps]
+        points = [(env_steps.get(step, 0), s) for step, s in held_out]
+        axes.plot(*zip(*points, strict=True), color=color, marker="*", markersize=10, label=f"{prefix}: held-out")
+    axes.scatter([0], [before], color="black", marker="*", s=120, zorder=3)
+    axes.set_xlabel("environment (policy) steps played in training")
+    axes.set_ylabel("held-out success rate")
+    axes.set_ylim(0, 1)
+    if colors:
+        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     return figure
@@ -490,8 +528,11 @@ def _table(record: dict) -> str:
     lines += arm_figure_rows(record)
     for r in record["arms"]:
         if len(r.get("held_out_curve", [])) > 2:
+            env_steps = {step: total for step, total in r.get("env_steps_by_step") or []}
             points = ", ".join(
-                f"step {step} ({wall / 60:.1f} min) {success:.3f}" for wall, step, success in r["held_out_curve"]
+                f"step {step} ({wall / 60:.1f} min{f', {env_steps[step]:.0f} env steps' if step in env_steps else ''})"
+                f" {success:.3f}"
+                for wall, step, success in r["held_out_curve"]
             )
             lines.append(f"{r.get('run', r['arm'])}, held-out by checkpoint: {points}")
     return "\n".join(lines)
@@ -755,5 +796,6 @@ def main(argv: list[str]) -> int:
         write_record(args.out / "results.json", record)
     record["arms"] = by_arm_and_seed(arms.values())
     plot(record["arms"], record["held_out_before"], args.out / "success_vs_wall.png")
+    plot_env_steps(record["arms"], record["held_out_before"], args.out / "success_vs_env_steps.png")
     print(_table(record))
     return 0
