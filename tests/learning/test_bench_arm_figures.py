@@ -100,10 +100,32 @@ def test_each_arms_figures_are_pooled_over_its_seeds_with_an_interval():
     by_arm = {cells[0]: dict(zip(header, cells, strict=True)) for cells in rows}
     rl, const = by_arm["rl"], by_arm["const"]
     assert rl["seeds"] == "3" and const["seeds"] == "1"
-    mean, interval = rl["steps to success"].split(" ", 1)
-    low, high = (float(v) for v in interval.strip("[]").split(", "))
-    assert float(mean) == 3.0 and 2.0 <= low < 3.0 < high <= 4.0  # the mean of the seeds, inside their range
-    assert rl["RL wall min"].startswith("30.0 [")  # seconds shown as minutes
+    # The seeds' mean 3 with Student's t interval: 3 ± t(0.975, 2) · 1 / √3 = 3 ± 2.48, wider than their range.
+    assert rl["steps to success"] == "3.00 [0.52, 5.48]"
+    assert rl["RL wall min"] == "30.0 [5.2, 54.8]"  # seconds shown as minutes
     assert rl["invalid-action rate"] == "0.50 [0.50, 0.50]"
     assert rl["env steps"] == "n/a"  # no seed recorded it
     assert const["steps to success"] == "3.50"  # one seed: no interval
+
+
+def test_the_checkpoint_lines_name_the_environment_steps_played_by_each_checkpoint():
+    curve = [(0.0, 0, 0.25), (600.0, 10, 0.3), (1200.0, 20, 0.4)]
+    run = {
+        "arm": "branch", "seed": 0, "steps": 20, "rl_wall_s": 1200.0, "held_out_after": 0.4,
+        "trained_trajs_per_hour": 300.0, "peak_used_mib": 1024, "held_out_curve": curve,
+    }  # fmt: skip
+    record = {
+        "demo_episodes": 10, "demo_steps": 20, "demo_s": 5, "warm_start_steps": 100, "warm_start_s": 60,
+        "warm_start_loss_first": 2.0, "warm_start_loss_last": 0.5, "held_out_before": 0.25, "eval_instances": 4,
+        "temperature": 0.7,
+        "arms": [
+            {**run, "env_steps_by_step": [[step, 50.0 * step] for step in range(1, 21)]},
+            {**run, "arm": "old", "run": "old"},  # recorded before the per-step environment steps
+        ],
+    }  # fmt: skip
+    lines = [line for line in _table(record).splitlines() if "held-out by checkpoint" in line]
+    assert lines == [
+        "branch, held-out by checkpoint: step 0 (0.0 min) 0.250, step 10 (10.0 min, 500 env steps) 0.300, "
+        "step 20 (20.0 min, 1000 env steps) 0.400",
+        "old, held-out by checkpoint: step 0 (0.0 min) 0.250, step 10 (10.0 min) 0.300, step 20 (20.0 min) 0.400",
+    ]

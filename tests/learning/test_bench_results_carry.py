@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from verl_asyncweb.bench import learning
+from verl_asyncweb.bench.learning import ARMS, check_arm_settings
 from verl_asyncweb.recipes_registry import compose_recipe
 
 EVALUATION = {
@@ -201,3 +202,22 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
     (model / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(SystemExit, match="other warm-start weights"):
         learning.main([*argv, "--arms", "rl"])
+
+
+def test_a_run_trained_with_other_arm_settings_is_refused_under_the_arm(tmp_path):
+    """A filtered REINFORCE run (recorded before ``sync_reinforce`` trained every group) is not reported as it."""
+    run_dir = tmp_path / "sync_reinforce"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(
+        "asyncweb:\n  rollout_mode: sync\n  algo: {estimator: multistep_reinforce, step_norm: traj, "
+        "dynamic_sampling: true}\nalgorithm: {adv_estimator: multistep_reinforce, filter_groups: {enable: true}}\n"
+    )
+    with pytest.raises(SystemExit, match=r"trained with asyncweb.algo.dynamic_sampling=True, but its arm now sets"):
+        check_arm_settings("sync_reinforce", ARMS["sync_reinforce"], None, run_dir)
+    check_arm_settings("sync_reinforce", ARMS["sync_reinforce_filtered"], None, run_dir)  # what it was trained as
+    # An entry of results.json carries the overrides it was trained with; a folder-less one is checked by them.
+    entry = {"run": "sync_reinforce", "arm_overrides": ARMS["sync_reinforce_filtered"]}
+    with pytest.raises(SystemExit, match=r"is recorded with the overrides"):
+        check_arm_settings("sync_reinforce", ARMS["sync_reinforce"], entry, tmp_path / "absent")
+    check_arm_settings("sync_reinforce", ARMS["sync_reinforce_filtered"], entry, tmp_path / "absent")
+    check_arm_settings("sync_reinforce", ARMS["sync_reinforce"], {"run": "sync_reinforce"}, tmp_path / "absent")

@@ -97,7 +97,9 @@ def test_the_held_out_points_are_plotted_at_the_environment_steps_played_by_thei
     older = {"arm": "rl", "held_out_curve": [(0.0, 0, 0.2), (900.0, 20, 0.5)]}  # recorded without env steps
     figure = plot_env_steps([branch, older], 0.2, tmp_path / "success_vs_env_steps.png")
     (line,) = [line for line in figure.axes[0].get_lines() if line.get_marker() == "*"]
-    assert line.get_label() == "branch: held-out"
+    assert line.get_label() == "branch: held-out" and line.get_color() == "C0"
+    later = plot_env_steps([older, branch], 0.2, tmp_path / "later.png")  # rl is C0 in every plot of these runs
+    assert [line.get_color() for line in later.axes[0].get_lines()] == ["C1"]
     assert list(line.get_xdata()) == [0, 500.0, 1000.0] and list(line.get_ydata()) == [0.2, 0.3, 0.4]
     assert (tmp_path / "success_vs_env_steps.png").is_file()
 

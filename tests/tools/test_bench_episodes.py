@@ -2,7 +2,7 @@
 
 import json
 
-from verl_asyncweb.bench.episodes import main, played, read_run
+from verl_asyncweb.bench.episodes import last_attempt, main, played, read_run
 from verl_asyncweb.compare.metric_names import POLICY_LAG_MEAN
 
 
@@ -28,12 +28,12 @@ def test_groups_ended_alike_and_success_by_the_version_of_the_last_step():
     ]
     counted = played(episodes, {1: {POLICY_LAG_MEAN: 0.5}, 2: {POLICY_LAG_MEAN: 1.5}, 3: {}})
     assert (counted.episodes, counted.successes, counted.env_failed) == (6, 3, 1)
-    assert (counted.groups, counted.groups_alike) == (4, 3)
+    assert (counted.groups, counted.groups_alike) == (3, 2)  # g3 had an environment failure: verl drops it
     assert counted.by_version == {0: [1, 3], 1: [1, 1], 2: [1, 1], 3: [0, 1]}  # v6 counts as v3+
     assert counted.seconds_per_step == 2.5  # median of 2, 2, 2, 3, 4.5, 10 seconds per step
     assert counted.policy_lag == 1.0
     row = counted.row("run").split(" | ")
-    assert row[1:6] == ["6", "0.500", "1", "4", "3"] and row[6] == "1/3 = 0.33"
+    assert row[1:6] == ["6", "0.500", "1", "3", "2"] and row[6] == "1/3 = 0.33"
 
 
 def test_a_run_folder_is_read_with_a_cut_line_counted_and_printed_as_one_row(tmp_path, capsys):
@@ -45,6 +45,18 @@ def test_a_run_folder_is_read_with_a_cut_line_counted_and_printed_as_one_row(tmp
     counted = read_run(run)
     assert (counted.episodes, counted.groups_alike, counted.cut_lines, counted.policy_lag) == (2, 0, 1, 0.25)
     assert main([str(run)]) == 0
-    out = capsys.readouterr().out
-    assert "1 unreadable episode line(s) skipped" in out
+    out, err = capsys.readouterr()
+    assert "1 unreadable episode line(s) skipped" in err  # the table on stdout stays a table
     assert [line for line in out.splitlines() if line.startswith("| rl_seed1 |")] == [counted.row("rl_seed1")]
+
+
+def test_the_episodes_an_interrupted_attempt_played_past_its_checkpoint_are_left_out():
+    def at(step, traj_id, success):
+        return {**_episode(traj_id, success, [step - 1], group=traj_id[0]), "global_step": step}
+
+    # The first attempt played steps 1-4 and was killed; the second resumed from the step-2 checkpoint.
+    episodes = [at(1, "a1", True), at(2, "b1", False), at(3, "c1", True), at(3, "c2", True), at(4, "d1", False)]
+    episodes += [at(3, "e1", False), at(4, "f1", True)]
+    assert [e["traj_id"] for e in last_attempt(episodes)] == ["a1", "b1", "e1", "f1"]
+    counted = played(episodes, {})
+    assert (counted.episodes, counted.successes, counted.groups) == (4, 2, 4)

@@ -5,16 +5,20 @@ episodes played and how many succeeded, prompt groups and how many ended alike (
 member failed: GRPO gives them no signal and dynamic sampling drops them), success by the policy version that
 generated an episode's last step (``v3+`` pools the later ones), the median seconds per step and the mean policy
 lag (``asyncweb/policy_lag/mean`` over the logged steps). Environment-failed episodes are counted apart and left
-out of every rate.
+out of every rate, and a group with one is left out of the group counts (verl drops it). A resumed run's file
+still holds the episodes its interrupted attempt played past the checkpoint it resumed from: they are left out, as
+its metrics leave those steps out (but for those of the one step after the checkpoint when the attempt died in it:
+the records do not say which attempt wrote them).
 
-Runs that play more episodes for the same training steps are runs whose groups more often end alike: this reads
-which, and whether their episodes started out succeeding less (v0) or fell behind later.
+With dynamic sampling, runs that play more episodes for the same training steps are runs whose groups more often
+end alike: this reads which, and whether their episodes started out succeeding less (v0) or fell behind later.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,14 +78,29 @@ HEADER = (
 )
 
 
+def last_attempt(episodes: list[dict]) -> list[dict]:
+    """The records in file order without those an interrupted attempt wrote past the step its resumed attempt
+    started from (a record's ``global_step`` going down starts an attempt)."""
+    kept: list[dict] = []
+    for episode in episodes:
+        step = episode.get("global_step", 0)
+        if kept and step < kept[-1].get("global_step", 0):
+            kept = [earlier for earlier in kept if earlier.get("global_step", 0) < step]
+        kept.append(episode)
+    return kept
+
+
 def played(episodes: list[dict], metrics: dict[int, dict[str, float]]) -> PlayedEpisodes:
-    """Count a run's episodes (:class:`PlayedEpisodes`); ``metrics`` are its logged steps (for the lag)."""
+    """Count a run's episode records (:class:`PlayedEpisodes`, of :func:`last_attempt`); ``metrics`` are its logged
+    steps (for the lag)."""
     counted = PlayedEpisodes()
     groups: dict[str, list[bool]] = defaultdict(list)
+    failed_groups = set()
     seconds = []
-    for episode in episodes:
+    for episode in last_attempt(episodes):
         if episode.get("env_failed"):
             counted.env_failed += 1
+            failed_groups.add(group_of(episode))
             continue
         success = bool(episode["success"])
         counted.episodes += 1
@@ -93,8 +112,9 @@ def played(episodes: list[dict], metrics: dict[int, dict[str, float]]) -> Played
             tally[0] += success
             tally[1] += 1
             seconds.append((episode["finished_at"] - episode["started_at"]) / len(episode["steps"]))
-    counted.groups = len(groups)
-    counted.groups_alike = sum(1 for outcomes in groups.values() if len(set(outcomes)) == 1)
+    whole = [outcomes for group, outcomes in groups.items() if group not in failed_groups]
+    counted.groups = len(whole)
+    counted.groups_alike = sum(1 for outcomes in whole if len(set(outcomes)) == 1)
     counted.seconds_per_step = statistics.median(seconds) if seconds else None
     lags = [data[POLICY_LAG_MEAN] for data in metrics.values() if POLICY_LAG_MEAN in data]
     counted.policy_lag = statistics.fmean(lags) if lags else None
@@ -122,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         counted = read_run(run_dir)
         rows.append(counted.row(run_dir.name))
         if counted.cut_lines:
-            print(f"{run_dir}: {counted.cut_lines} unreadable episode line(s) skipped")
+            print(f"{run_dir}: {counted.cut_lines} unreadable episode line(s) skipped", file=sys.stderr)
     print(HEADER)
     print("| --- |" + " ---: |" * (HEADER.count("|") - 2))
     print("\n".join(rows))

@@ -17,7 +17,7 @@ exists is reused, so an interrupted experiment continues):
 Reported: demonstration count and recording time, warm-start time, environment (policy) steps and RL wall
 time, held-out success before and after (overall and per task; ``--eval-checkpoints`` also at every saved
 checkpoint), trajectories per hour, peak memory, and for branch rollouts the episodes played on from a restored
-branch point per step; with seeds, each arm's mean of these figures with a 95% interval over its seeds
+branch point per step; with seeds, each arm's mean of its per-run figures with a 95% interval over its seeds
 (:func:`arm_figure_rows`); ``success_vs_wall.png`` plots each arm's training success rate against wall time with the
 held-out points, ``success_vs_env_steps.png`` the held-out points against the policy steps played by then.
 An interrupted arm, or a larger ``--rl-steps`` than an arm's finished run, continues from its latest checkpoint
@@ -39,12 +39,14 @@ import itertools
 import json
 import logging
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig
+import yaml
+from omegaconf import DictConfig, OmegaConf
 
 from verl_asyncweb.bench.e2e import run_sampled
 from verl_asyncweb.compare.metric_names import (
@@ -321,14 +323,17 @@ def _held_out_curve(result: dict, before: float) -> list[tuple[float, int, float
     return [(0.0, 0, before), (result["rl_wall_s"], result["steps"], result["held_out_after"])]
 
 
-def _arm_lines(results: list[dict]):
-    """Each run with its arm's colour and legend label: the seeds of an arm share one colour and one entry
-    (Matplotlib leaves labels that start with "_" out of the legend: an arm's later seeds)."""
-    colors: dict[str, str] = {}
-    for result in results:
+def _arm_lines(results: list[dict], drawn=lambda result: True):
+    """The ``drawn`` runs, each with its arm's colour (by the arm's place among all ``results``, so that every plot
+    colours an arm alike) and legend label: the seeds of an arm share one entry (Matplotlib leaves labels that start
+    with "_" out of the legend)."""
+    colors = {arm: f"C{i % 10}" for i, arm in enumerate(dict.fromkeys(result["arm"] for result in results))}
+    labelled = set()
+    for result in filter(drawn, results):
         arm = result["arm"]
-        prefix = arm if arm not in colors else f"_{result.get('run', arm)}"
-        yield result, colors.setdefault(arm, f"C{len(colors) % 10}"), prefix
+        prefix = arm if arm not in labelled else f"_{result.get('run', arm)}"
+        labelled.add(arm)
+        yield result, colors[arm], prefix
 
 
 def _save(figure, axes, before: float, path: Path, xlabel: str, ylabel: str):
@@ -377,7 +382,7 @@ def plot_env_steps(results: list[dict], before: float, path: Path):
     by then (runs recorded without per-step environment steps are left out); the seeds of an arm share its colour
     and one legend entry. Returns the saved figure."""
     figure, axes = _axes()
-    for result, color, prefix in _arm_lines(r for r in results if r.get("env_steps_by_step")):
+    for result, color, prefix in _arm_lines(results, lambda result: bool(result.get("env_steps_by_step"))):
         env_steps = {step: total for step, total in result["env_steps_by_step"]}
         held_out = [(step, s) for _, step, s in _held_out_curve(result, before) if step == 0 or step in env_steps]
         points = [(env_steps.get(step, 0), s) for step, s in held_out]
@@ -435,18 +440,20 @@ ARM_FIGURES = {
 
 
 def arm_figure_rows(record: dict) -> list[str]:
-    """Per arm, the mean over its seeds with a 95% interval (bootstrap over the seeds) of each per-run figure of
-    :data:`ARM_FIGURES`; ``n/a`` where no seed recorded it, no interval with one seed."""
-    from verl_asyncweb.compare.confidence import mean_interval
+    """Per arm, the mean over its seeds of each per-run figure of :data:`ARM_FIGURES` with its 95% Student t
+    interval (one value a seed: a bootstrap over two or three would be no wider than their range); ``n/a`` where no
+    seed recorded it, no interval with one seed."""
+    from scipy import stats
 
     def cell(runs: list[dict], key: str, scale: float, fmt: str) -> str:
-        values = [[run[key] * scale] for run in runs if run.get(key) is not None]
+        values = [run[key] * scale for run in runs if run.get(key) is not None]
         if not values:
             return "n/a"
-        interval = mean_interval(values)
+        mean = sum(values) / len(values)
         if len(values) == 1:
-            return fmt.format(interval.mean)
-        return f"{fmt.format(interval.mean)} [{fmt.format(interval.low)}, {fmt.format(interval.high)}]"
+            return fmt.format(mean)
+        half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+        return f"{fmt.format(mean)} [{fmt.format(mean - half)}, {fmt.format(mean + half)}]"
 
     lines = [
         "",
@@ -561,6 +568,41 @@ def runs_by_arm(runs: Iterable[dict]) -> dict[str, list[dict]]:
 def by_arm_and_seed(runs: Iterable[dict]) -> list[dict]:
     """``runs`` grouped by arm (in the order the arms first appear), each arm's by seed."""
     return [run for group in runs_by_arm(runs).values() for run in sorted(group, key=lambda r: r.get("seed", 0))]
+
+
+def _same_value(got, text: str) -> bool:
+    """Whether a resolved config value is what the override ``key=text`` sets."""
+    want = yaml.safe_load(text)
+    if isinstance(got, int | float) and not isinstance(got, bool):
+        try:
+            return float(got) == float(want)
+        except (TypeError, ValueError):
+            return False
+    return got == want
+
+
+def check_arm_settings(run_name: str, overrides: Sequence[str], recorded: dict | None, run_dir: Path) -> None:
+    """Refuse to report a recorded run or continue a run folder under an arm whose overrides it was not trained
+    with (an arm's definition changed since, e.g. ``sync_reinforce`` trains every group since 2026-12-06): the
+    ``results.json`` entry's ``arm_overrides`` must be ``overrides``, and the run folder's resolved ``config.yaml``
+    must hold each of them. An entry recorded before ``arm_overrides`` existed, without its folder, is not checked."""
+    if recorded is not None and "arm_overrides" in recorded and list(recorded["arm_overrides"]) != list(overrides):
+        raise SystemExit(
+            f"{run_name} is recorded with the overrides {recorded['arm_overrides']}, but its arm now sets "
+            f"{list(overrides)}: rename its folder and results.json entry, or use another --out"
+        )
+    config_path = RunFolder(run_dir).config_path
+    if not config_path.exists():
+        return
+    config = OmegaConf.load(config_path)
+    for override in overrides:
+        key, _, text = override.partition("=")
+        got = OmegaConf.select(config, key, default="<unset>")
+        if not _same_value(got, text):
+            raise SystemExit(
+                f"{run_dir} was trained with {key}={got}, but its arm now sets {override}: rename the folder and "
+                "its results.json entry, or use another --out"
+            )
 
 
 def recorded_runs(record: dict) -> dict[str, dict]:
@@ -747,6 +789,8 @@ def main(argv: list[str]) -> int:
     arms = recorded_runs(earlier)
     for name, seed in runs:
         run_name = arm_run_name(name, seed)
+        overrides = [*ARMS[name], *seed_overrides(seed)]
+        check_arm_settings(run_name, overrides, arms.get(run_name), args.out / run_name)
         if run_name in arms and not (args.out / run_name).exists():
             if arms[run_name]["steps"] != rl_steps:
                 raise SystemExit(
@@ -758,7 +802,7 @@ def main(argv: list[str]) -> int:
         logger.info("%s: to %d RL steps (log: %s)", run_name, rl_steps, args.out / f"{run_name}.log")
         result = run_arm(
             run_name,
-            [*ARMS[name], *seed_overrides(seed)],
+            overrides,
             model,
             args.out,
             rl_steps,
@@ -779,6 +823,7 @@ def main(argv: list[str]) -> int:
             arm=name,
             seed=seed,
             run=run_name,
+            arm_overrides=overrides,
             held_out_step=saved[-1],
             held_out_after=after["success"],
             held_out_after_by_task=after["success_by_task"],
