@@ -442,9 +442,7 @@ def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
     drawn_before = {tasks[i] for i in before}
     # Prompt groups of the resumed attempt.
     resumed_groups = {
-        record["group"]: record["task_id"]
-        for record in _episode_records(run_dir)
-        if record["started_at"] > resumed_at
+        record["group"]: record["task_id"] for record in _episode_records(run_dir) if record["started_at"] > resumed_at
     }
     new_tasks = {task for task in resumed_groups.values() if task not in drawn_before}
     # Re-issued in-flight groups are tasks drawn before the checkpoint; every other group continues the sampler.
