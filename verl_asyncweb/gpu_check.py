@@ -41,7 +41,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_asyncweb.compare.jsonl import iter_objects
 from verl_asyncweb.compare.metric_names import (
     ENV_FAILURES_TOTAL,
     EPISODE_ERRORS_TOTAL,
@@ -102,12 +101,6 @@ VLLM_ONE_GPU_LAYOUT = CheckLayout(
     # With the install (~1 min), doctor and the memory check, under 8 minutes of node time.
     timeout_s=360,
 )
-
-
-def read_episodes(run_dir: Path) -> list[dict]:
-    """The run's episode records; a line cut by a killed (timed-out) run is skipped."""
-    path = RunFolder(run_dir).episodes_dir / "episodes.jsonl"
-    return [record for _, record in iter_objects(path, [])] if path.exists() else []
 
 
 def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:
@@ -173,7 +166,7 @@ def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:
             "verl ran another number of local updates per weight sync, or split them into mini-batches",
         )
     )
-    episodes = read_episodes(run_dir)
+    episodes = RunFolder(run_dir).read_episodes()
     versions = [step.get("policy_version") or 0 for episode in episodes for step in episode.get("steps", [])]
     checks.append(
         Check(

@@ -64,6 +64,19 @@ class RunFolder:
         return self.root / "episodes"
 
     @property
+    def episodes_path(self) -> Path:
+        return self.episodes_dir / "episodes.jsonl"
+
+    def read_episodes(self, corrupt: list | None = None) -> list[dict]:
+        """The run's episode records, none before its first episode; a line cut by a killed run is skipped
+        (appended to ``corrupt`` as a :class:`~verl_asyncweb.compare.jsonl.CorruptLine` when given)."""
+        from verl_asyncweb.compare.jsonl import iter_objects
+
+        if not self.episodes_path.exists():
+            return []
+        return [record for _, record in iter_objects(self.episodes_path, [] if corrupt is None else corrupt)]
+
+    @property
     def branch_points_dir(self) -> Path:
         return self.episodes_dir / "branch_points"
 

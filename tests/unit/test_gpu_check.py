@@ -38,13 +38,13 @@ def test_the_one_gpu_check_needs_a_gpu_but_not_vllm(tmp_path):
 
 
 def test_episodes_of_a_killed_run_are_read_up_to_the_cut_line(tmp_path):
-    from verl_asyncweb.gpu_check import read_episodes
+    from verl_asyncweb.run_folder import RunFolder
 
     episodes = tmp_path / "episodes"
     episodes.mkdir()
     (episodes / "episodes.jsonl").write_text('{"traj_id": "a", "steps": [{"policy_version": 1}]}\n{"traj_id": "b", "st')
-    assert [record["traj_id"] for record in read_episodes(tmp_path)] == ["a"]
-    assert read_episodes(tmp_path / "never_ran") == []
+    assert [record["traj_id"] for record in RunFolder(tmp_path).read_episodes()] == ["a"]
+    assert RunFolder(tmp_path / "never_ran").read_episodes() == []
 
 
 def test_the_check_recipes_compute_in_true_fp32_in_every_process():

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verl_asyncweb.compare.jsonl import CorruptLine, iter_objects
+from verl_asyncweb.compare.jsonl import CorruptLine
 from verl_asyncweb.compare.metric_names import POLICY_LAG_MEAN
 from verl_asyncweb.run_folder import RunFolder
 
@@ -124,11 +124,10 @@ def played(episodes: list[dict], metrics: dict[int, dict[str, float]]) -> Played
 def read_run(run_dir: Path) -> PlayedEpisodes:
     """:func:`played` over a run folder; a line cut by a killed run is skipped and counted."""
     folder = RunFolder(run_dir)
-    path = folder.episodes_dir / "episodes.jsonl"
-    if not path.exists():
-        raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    if not folder.episodes_path.exists():
+        raise SystemExit(f"{folder.episodes_path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
     cut: list[CorruptLine] = []
-    counted = played([record for _, record in iter_objects(path, cut)], folder.read_metrics())
+    counted = played(folder.read_episodes(cut), folder.read_metrics())
     counted.cut_lines = len(cut)
     return counted
 

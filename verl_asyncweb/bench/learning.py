@@ -39,7 +39,6 @@ import itertools
 import json
 import logging
 import os
-import statistics
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -61,6 +60,14 @@ from verl_asyncweb.learning.evaluate import SCORE_PANEL_UNRECORDED, checkpoint_s
 from verl_asyncweb.recipes_registry import compose_recipe
 from verl_asyncweb.run_folder import RunFolder
 
+SYNC_REINFORCE = [
+    "asyncweb.rollout_mode=sync",
+    "asyncweb.algo.estimator=multistep_reinforce",
+    "algorithm.adv_estimator=multistep_reinforce",
+    "asyncweb.algo.step_norm=traj",
+]
+"""Sync rollout, REINFORCE on the raw trajectory reward with 1/|tau|: the overrides both REINFORCE arms share."""
+
 ARMS = {
     "rl": [],
     "control": ["asyncweb.algo.negate_advantage=true"],
@@ -69,20 +76,9 @@ ARMS = {
     "vanilla": ["asyncweb.algo.loss_mode=vanilla", "algorithm.rollout_correction.bypass_mode=true"],
     # WebGym's synchronous baseline, as recipe demo_sync_reinforce: sync rollout, REINFORCE on the raw reward, every
     # group trained (no dynamic sampling: a group whose members all succeeded carries signal without a baseline).
-    "sync_reinforce": [
-        "asyncweb.rollout_mode=sync",
-        "asyncweb.algo.estimator=multistep_reinforce",
-        "algorithm.adv_estimator=multistep_reinforce",
-        "asyncweb.algo.step_norm=traj",
-        "asyncweb.algo.dynamic_sampling=false",
-    ],
+    "sync_reinforce": [*SYNC_REINFORCE, "asyncweb.algo.dynamic_sampling=false"],
     # The same with the recipe's dynamic sampling (mixed groups only): on binary rewards RAFT++'s update, in sync.
-    "sync_reinforce_filtered": [
-        "asyncweb.rollout_mode=sync",
-        "asyncweb.algo.estimator=multistep_reinforce",
-        "algorithm.adv_estimator=multistep_reinforce",
-        "asyncweb.algo.step_norm=traj",
-    ],
+    "sync_reinforce_filtered": [*SYNC_REINFORCE],
     "sync_grpo": ["asyncweb.rollout_mode=sync"],
     "raftpp": ["asyncweb.algo.estimator=raftpp", "algorithm.adv_estimator=raftpp"],
     # Branch rollouts: each group's members play on from the state its first member reached after one action,
@@ -443,7 +439,7 @@ def arm_figure_rows(record: dict) -> list[str]:
     """Per arm, the mean over its seeds of each per-run figure of :data:`ARM_FIGURES` with its 95% Student t
     interval (one value a seed: a bootstrap over two or three would be no wider than their range); ``n/a`` where no
     seed recorded it, no interval with one seed."""
-    from scipy import stats
+    from verl_asyncweb.compare.confidence import seed_interval
 
     def cell(runs: list[dict], key: str, scale: float, fmt: str) -> str:
         values = [run[key] * scale for run in runs if run.get(key) is not None]
@@ -452,8 +448,8 @@ def arm_figure_rows(record: dict) -> list[str]:
         mean = sum(values) / len(values)
         if len(values) == 1:
             return fmt.format(mean)
-        half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
-        return f"{fmt.format(mean)} [{fmt.format(mean - half)}, {fmt.format(mean + half)}]"
+        low, high = seed_interval(values)
+        return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]"
 
     lines = [
         "",

@@ -133,6 +133,11 @@ def welch_interval(
     return difference - half, difference + half
 
 
+def seed_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
+    """Student's t interval of the mean of one value per seed (two or more): Welch's against a fixed 0."""
+    return welch_interval([np.array([value]) for value in values], [np.zeros(1)], level, fixed_second=True)
+
+
 def difference_interval(
     first: Samples,
     second: Samples,
