@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from chromium_processes import chromium_since, descendants, gone, kill_browser, our_chromium_pids
+from chromium_processes import chromium_since, descendants, gone, is_chromium, kill_browser, our_chromium_pids
 
 from verl_asyncweb.env import BrowserPool, load_tasks
 from verl_asyncweb.env.tasks.site_checks import run_oracle
@@ -68,8 +68,15 @@ async def test_reset_on_dead_browser_relaunches_before_the_episode(make_config):
         assert pool.stats()["relaunches"] == 1
 
 
+def _is_playwright_driver(process) -> bool:
+    """Playwright's node driver. Chromium's own processes name ``playwright`` in their command line too (the
+    profile folder): a session fixture's pool starting a renderer meanwhile is not a leaked driver (CI saw it)."""
+    return not is_chromium(process) and "playwright" in " ".join(process.cmdline())
+
+
 def _our_playwright_drivers() -> set[int]:
-    return descendants(None, lambda process: "playwright" in " ".join(process.cmdline()))
+    """Playwright drivers of this test process that are still running (one exited but not yet reaped is gone)."""
+    return {pid for pid in descendants(None, _is_playwright_driver) if not gone(pid)}
 
 
 async def test_a_start_that_fails_half_way_leaves_no_browser_or_driver(make_config, monkeypatch):
