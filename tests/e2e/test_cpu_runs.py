@@ -33,6 +33,8 @@ from e2e_runs import (
 )
 from omegaconf import OmegaConf
 
+from verl_asyncweb.bench.episodes import last_attempt
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
 
 ETA = 2  # asyncweb.staleness of the CPU recipes: consumed samples lag the trained weights by at most 2 versions
@@ -445,6 +447,14 @@ def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
         record["group"]: record["task_id"] for record in _episode_records(run_dir) if record["started_at"] > resumed_at
     }
     new_tasks = {task for task in resumed_groups.values() if task not in drawn_before}
+    # Each attempt names itself and its checkpoint in its episode records; bench episodes keeps the killed one's up
+    # to the checkpoint the resumed one names.
+    records = _episode_records(run_dir)
+    attempts = {record["attempt"]: record["attempt_from_step"] for record in records}
+    assert list(attempts.values()) == [0, saved], attempts
+    resumed = list(attempts)[1]
+    expected = [r for r in records if r["attempt"] == resumed or r["global_step"] <= saved]
+    assert last_attempt(records) == expected and max(r["global_step"] for r in expected) == last
     # Re-issued in-flight groups are tasks drawn before the checkpoint; every other group continues the sampler.
     assert new_tasks, "the resumed attempt drew new prompts"
     assert tasks[after[0]] in new_tasks, "the first prompt drawn after the resume is the sampler's next one"

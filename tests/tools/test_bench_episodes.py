@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from verl_asyncweb.bench.episodes import last_attempt, main, played, read_run
 from verl_asyncweb.compare.metric_names import POLICY_LAG_MEAN
 
@@ -23,17 +25,19 @@ def test_groups_ended_alike_and_success_by_the_version_of_the_last_step():
         _episode("g2-a", True, [1, 2], seconds=9.0, group="g2"),
         _episode("g2-b", False, [4, 5, 6], seconds=30.0, group="g2"),  # g2: mixed
         _episode("g3-a", False, [0], seconds=2.0),  # records from before the group field: groups from the ids
-        _episode("g4-a", False, [0], seconds=2.0),
+        _episode("g4-a", False, [0], seconds=2.0),  # g4: one of its two members recorded (in flight at the end)
         _episode("g3-c", True, [7], group="g3", env_failed=True),  # left out of every rate
     ]
-    counted = played(episodes, {1: {POLICY_LAG_MEAN: 0.5}, 2: {POLICY_LAG_MEAN: 1.5}, 3: {}})
-    assert (counted.episodes, counted.successes, counted.env_failed) == (6, 3, 1)
-    assert (counted.groups, counted.groups_alike) == (3, 2)  # g3 had an environment failure: verl drops it
-    assert counted.by_version == {0: [1, 3], 1: [1, 1], 2: [1, 1], 3: [0, 1]}  # v6 counts as v3+
-    assert counted.seconds_per_step == 2.5  # median of 2, 2, 2, 3, 4.5, 10 seconds per step
+    episodes.insert(4, _episode("g3-b", False, [0], seconds=2.0))
+    counted = played(episodes, {1: {POLICY_LAG_MEAN: 0.5}, 2: {POLICY_LAG_MEAN: 1.5}, 3: {}}, group_size=2)
+    assert (counted.episodes, counted.successes, counted.env_failed) == (7, 3, 1)
+    # g3 had an environment failure (verl drops it), g4 is unfinished: neither is a group ended alike.
+    assert (counted.groups, counted.groups_alike, counted.groups_unfinished) == (2, 1, 1)
+    assert counted.by_version == {0: [1, 4], 1: [1, 1], 2: [1, 1], 3: [0, 1]}  # v6 counts as v3+
+    assert counted.seconds_per_step == 2.0  # median of 2, 2, 2, 2, 3, 4.5, 10 seconds per step
     assert counted.policy_lag == 1.0
     row = counted.row("run").split(" | ")
-    assert row[1:6] == ["6", "0.500", "1", "3", "2"] and row[6] == "1/3 = 0.33"
+    assert row[1:7] == ["7", "0.429", "1", "2", "1", "1"] and row[7] == "1/4 = 0.25"
 
 
 def test_a_run_folder_is_read_with_a_cut_line_counted_and_printed_as_one_row(tmp_path, capsys):
@@ -42,8 +46,12 @@ def test_a_run_folder_is_read_with_a_cut_line_counted_and_printed_as_one_row(tmp
     lines = [json.dumps(_episode("g-a", True, [0], group="g")), json.dumps(_episode("g-b", False, [1], group="g"))]
     (run / "episodes" / "episodes.jsonl").write_text("\n".join(lines) + '\n{"traj_id": "g-c", "ste')
     (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "data": {POLICY_LAG_MEAN: 0.25}}) + "\n")
+    with pytest.raises(SystemExit, match="config.yaml does not exist"):
+        read_run(run)
+    (run / "config.yaml").write_text("actor_rollout_ref:\n  rollout:\n    n: 2\n")
     counted = read_run(run)
-    assert (counted.episodes, counted.groups_alike, counted.cut_lines, counted.policy_lag) == (2, 0, 1, 0.25)
+    assert (counted.episodes, counted.groups, counted.groups_alike, counted.groups_unfinished) == (2, 1, 0, 0)
+    assert (counted.cut_lines, counted.policy_lag) == (1, 0.25)
     assert main([str(run)]) == 0
     out, err = capsys.readouterr()
     assert "1 unreadable episode line(s) skipped" in err  # the table on stdout stays a table
@@ -58,5 +66,21 @@ def test_the_episodes_an_interrupted_attempt_played_past_its_checkpoint_are_left
     episodes = [at(1, "a1", True), at(2, "b1", False), at(3, "c1", True), at(3, "c2", True), at(4, "d1", False)]
     episodes += [at(3, "e1", False), at(4, "f1", True)]
     assert [e["traj_id"] for e in last_attempt(episodes)] == ["a1", "b1", "e1", "f1"]
-    counted = played(episodes, {})
+    counted = played(episodes, {}, group_size=1)
     assert (counted.episodes, counted.successes, counted.groups) == (4, 2, 4)
+
+
+def test_an_attempt_is_cut_at_the_checkpoint_the_next_attempt_names():
+    def at(step, traj_id, attempt=None, resumed_from=None):
+        record = {**_episode(traj_id, True, [step - 1], group=traj_id), "global_step": step}
+        return record if attempt is None else {**record, "attempt": attempt, "attempt_from_step": resumed_from}
+
+    # Attempt x saved step 2 and died during step 3, after writing step-3 records; y resumed from step 2 and drained
+    # nothing at step 3 (it trained on groups the checkpoint held). Neither the step going down nor y's first
+    # record says where y started: its attempt_from_step does.
+    x = [at(1, "a1", "x", 0), at(2, "b1", "x", 0), at(3, "c1", "x", 0), at(4, "d1", "x", 0)]
+    y = [at(4, "e1", "y", 2), at(5, "f1", "y", 2)]
+    assert [e["traj_id"] for e in last_attempt(x + y)] == ["a1", "b1", "e1", "f1"]
+    # Records that name no attempt (written before they did), followed by one that does: a resume too.
+    older = [at(1, "a1"), at(2, "b1"), at(3, "c1"), at(4, "d1")]
+    assert [e["traj_id"] for e in last_attempt(older + y)] == ["a1", "b1", "e1", "f1"]

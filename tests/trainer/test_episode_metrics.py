@@ -1,11 +1,12 @@
 """Trainer-side rollout bookkeeping: generation busy time, screenshot releases after the staleness window."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
 
-from verl_asyncweb.trainer.episode_metrics import busy_fraction, release_screenshots
+from verl_asyncweb.trainer.episode_metrics import ATTEMPT, busy_fraction, release_screenshots, write_episodes
 
 
 @pytest.mark.parametrize(
@@ -62,3 +63,16 @@ def test_pool_counters_are_the_latest_of_each_worker_summed_and_kept_out_of_epis
     assert [e["traj_id"] for e in drained["episodes"]] == ["host-a:11", "host-b:12", "host-a:11", "no pool"]
     assert not any(POOL_STATS_FIELD in episode for episode in drained["episodes"])
     assert stats.drain()["pools"] == drained["pools"], "totals since the start, not per step"
+
+
+def test_episode_records_name_their_step_and_the_attempt_that_wrote_them(tmp_path):
+    episodes = [{"traj_id": f"g-{i}", "steps": [{"action_text": "x"}], "summary": {"reward": 1.0}} for i in range(2)]
+    write_episodes(str(tmp_path), episodes[:1], 3, screenshots=None, attempt_from_step=2)
+    write_episodes(str(tmp_path), episodes[1:], 4, screenshots=None, attempt_from_step=2)
+    records = [json.loads(line) for line in (tmp_path / "episodes" / "episodes.jsonl").read_text().splitlines()]
+    assert [(r["traj_id"], r["global_step"], r["attempt"]) for r in records] == [
+        ("g-0", 3, ATTEMPT),
+        ("g-1", 4, ATTEMPT),
+    ]
+    assert "summary" not in records[0]
+    assert len(ATTEMPT) == 12

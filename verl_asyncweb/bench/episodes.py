@@ -5,10 +5,11 @@ episodes played and how many succeeded, prompt groups and how many ended alike (
 member failed: GRPO gives them no signal and dynamic sampling drops them), success by the policy version that
 generated an episode's last step (``v3+`` pools the later ones), the median seconds per step and the mean policy
 lag (``asyncweb/policy_lag/mean`` over the logged steps). Environment-failed episodes are counted apart and left
-out of every rate, and a group with one is left out of the group counts (verl drops it). A resumed run's file
+out of every rate, and a group with one is left out of the group counts (verl drops it), as is one with fewer
+members recorded than the run's ``rollout.n`` (``unfinished``: still in flight when the run ended). A resumed run's file
 still holds the episodes its interrupted attempt played past the checkpoint it resumed from: they are left out, as
-its metrics leave those steps out (but for those of the one step after the checkpoint when the attempt died in it:
-the records do not say which attempt wrote them).
+its metrics leave those steps out (records written before they named their ``attempt`` are told apart by the step
+going down, which misses those of the one step after the checkpoint when the attempt died in it).
 
 With dynamic sampling, runs that play more episodes for the same training steps are runs whose groups more often
 end alike: this reads which, and whether their episodes started out succeeding less (v0) or fell behind later.
@@ -22,6 +23,8 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from verl_asyncweb.compare.jsonl import CorruptLine
 from verl_asyncweb.compare.metric_names import POLICY_LAG_MEAN
@@ -51,6 +54,9 @@ class PlayedEpisodes:
     env_failed: int = 0
     groups: int = 0
     groups_alike: int = 0
+    groups_unfinished: int = 0
+    """Groups with fewer recorded members than the run's ``rollout.n`` (in flight when the run ended, or cut by a
+    resume): counted apart, not as ended alike."""
     by_version: dict[int, list[int]] = field(default_factory=dict)
     """Policy version (capped at :data:`LAST_VERSION`) -> [successes, episodes]."""
     seconds_per_step: float | None = None
@@ -67,32 +73,39 @@ class PlayedEpisodes:
         lag = "n/a" if self.policy_lag is None else f"{self.policy_lag:.2f}"
         return (
             f"| {name} | {self.episodes} | {rate} | {self.env_failed} | {self.groups} | {self.groups_alike} | "
+            f"{self.groups_unfinished} | "
             f"{' | '.join(versions)} | {seconds} | {lag} |"
         )
 
 
 HEADER = (
-    "| run | episodes | success | env failed | groups | ended alike | "
+    "| run | episodes | success | env failed | groups | ended alike | unfinished | "
     + " | ".join(f"v{v}" if v < LAST_VERSION else f"v{v}+" for v in range(LAST_VERSION + 1))
     + " | s/step | policy lag |"
 )
 
 
 def last_attempt(episodes: list[dict]) -> list[dict]:
-    """The records in file order without those an interrupted attempt wrote past the step its resumed attempt
-    started from (a record's ``global_step`` going down starts an attempt)."""
+    """The records in file order without those an interrupted attempt wrote past the checkpoint the next attempt
+    resumed from: a record with another ``attempt`` than the one before it starts an attempt, which resumed from its
+    ``attempt_from_step``; in records that do not name them, a lower ``global_step`` starts one, from the step
+    before it."""
     kept: list[dict] = []
     for episode in episodes:
         step = episode.get("global_step", 0)
-        if kept and step < kept[-1].get("global_step", 0):
-            kept = [earlier for earlier in kept if earlier.get("global_step", 0) < step]
+        previous = kept[-1] if kept else None
+        if previous is not None and (
+            episode.get("attempt") != previous.get("attempt") or step < previous.get("global_step", 0)
+        ):
+            resumed_from = episode.get("attempt_from_step", step - 1)
+            kept = [earlier for earlier in kept if earlier.get("global_step", 0) <= resumed_from]
         kept.append(episode)
     return kept
 
 
-def played(episodes: list[dict], metrics: dict[int, dict[str, float]]) -> PlayedEpisodes:
+def played(episodes: list[dict], metrics: dict[int, dict[str, float]], group_size: int) -> PlayedEpisodes:
     """Count a run's episode records (:class:`PlayedEpisodes`, of :func:`last_attempt`); ``metrics`` are its logged
-    steps (for the lag)."""
+    steps (for the lag), ``group_size`` its episodes per prompt group (``actor_rollout_ref.rollout.n``)."""
     counted = PlayedEpisodes()
     groups: dict[str, list[bool]] = defaultdict(list)
     failed_groups = set()
@@ -113,6 +126,8 @@ def played(episodes: list[dict], metrics: dict[int, dict[str, float]]) -> Played
             tally[1] += 1
             seconds.append((episode["finished_at"] - episode["started_at"]) / len(episode["steps"]))
     whole = [outcomes for group, outcomes in groups.items() if group not in failed_groups]
+    counted.groups_unfinished = sum(1 for outcomes in whole if len(outcomes) < group_size)
+    whole = [outcomes for outcomes in whole if len(outcomes) >= group_size]
     counted.groups = len(whole)
     counted.groups_alike = sum(1 for outcomes in whole if len(set(outcomes)) == 1)
     counted.seconds_per_step = statistics.median(seconds) if seconds else None
@@ -124,10 +139,12 @@ def played(episodes: list[dict], metrics: dict[int, dict[str, float]]) -> Played
 def read_run(run_dir: Path) -> PlayedEpisodes:
     """:func:`played` over a run folder; a line cut by a killed run is skipped and counted."""
     folder = RunFolder(run_dir)
-    if not folder.episodes_path.exists():
-        raise SystemExit(f"{folder.episodes_path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    for path in (folder.episodes_path, folder.config_path):
+        if not path.exists():
+            raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    group_size = OmegaConf.load(folder.config_path).actor_rollout_ref.rollout.n
     cut: list[CorruptLine] = []
-    counted = played(folder.read_episodes(cut), folder.read_metrics())
+    counted = played(folder.read_episodes(cut), folder.read_metrics(), group_size)
     counted.cut_lines = len(cut)
     return counted
 

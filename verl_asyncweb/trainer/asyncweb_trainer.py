@@ -68,6 +68,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         super().__init__(config)
         self._started_at = time.time()
         self._resumed_wall_s: float | None = None
+        self._attempt_from_step: int | None = None  # the checkpoint this attempt resumed from (0: none)
         self._last_drain_at = self._started_at
         self._update_intervals: list[tuple[float, float]] = []  # the cycle's local updates
         self._pending_releases: list[tuple[int, str]] = []
@@ -267,6 +268,8 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         watchdog = getattr(self.agent_loop_manager, "watchdog", None)
         if watchdog is not None:
             metrics.update(watchdog.stats())
+        if self._attempt_from_step is None:  # an attempt's first logged step is the one after its checkpoint
+            self._attempt_from_step = global_steps - 1
         metrics.update(drain_episode_metrics(self, global_steps))
         step_s, wait_s = timing_raw.get("step", 0.0), timing_raw.get("gen", 0.0)
         if step_s > 0:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ from verl_asyncweb.compare import metric_names as names
 logger = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT_S = 60.0
+
+ATTEMPT = uuid.uuid4().hex[:12]
+"""This trainer process's id in the episode records it writes (with ``attempt_from_step``, the checkpoint it resumed
+from): a reader leaves out what an interrupted attempt played past the checkpoint the next attempt resumed from."""
 
 
 def busy_fraction(intervals: list[tuple[float, float]], start: float, end: float) -> float:
@@ -39,8 +44,11 @@ def busy_fraction(intervals: list[tuple[float, float]], start: float, end: float
     return covered / (end - start)
 
 
-def write_episodes(run_dir: str | None, episodes: list[dict[str, Any]], global_step: int, screenshots) -> None:
-    """Append the episodes to the run folder; their screenshots go to ``episodes/screens/<key>.jpg``."""
+def write_episodes(
+    run_dir: str | None, episodes: list[dict[str, Any]], global_step: int, screenshots, attempt_from_step: int
+) -> None:
+    """Append the episodes to the run folder, each with the step that drained it and its :data:`ATTEMPT`, which
+    resumed from checkpoint ``attempt_from_step``; their screenshots go to ``episodes/screens/<key>.jpg``."""
     if not run_dir or not episodes:
         return
     path = Path(run_dir) / "episodes" / "episodes.jsonl"
@@ -64,7 +72,13 @@ def write_episodes(run_dir: str | None, episodes: list[dict[str, Any]], global_s
     with path.open("a") as out:
         for episode in episodes:
             record = {key: value for key, value in episode.items() if key != "summary"}
-            out.write(json.dumps({**record, "global_step": global_step}, default=str) + "\n")
+            out.write(
+                json.dumps(
+                    {**record, "global_step": global_step, "attempt": ATTEMPT, "attempt_from_step": attempt_from_step},
+                    default=str,
+                )
+                + "\n"
+            )
 
 
 def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
@@ -101,7 +115,7 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         roles = [(episode.get("branch") or {}).get("role") for episode in episodes if not episode["env_failed"]]
         metrics[names.BRANCH_MEMBERS] = float(roles.count(MEMBER))
         metrics[names.BRANCH_FALLBACKS] = float(roles.count(FALLBACK))
-    write_episodes(os.environ.get(RUN_DIR_ENV), episodes, global_step, trainer.screenshots)
+    write_episodes(os.environ.get(RUN_DIR_ENV), episodes, global_step, trainer.screenshots, trainer._attempt_from_step)
     release_screenshots(trainer, [e["traj_id"] for e in episodes], global_step)
     return metrics
 
