@@ -96,6 +96,8 @@ def test_each_arms_figures_are_pooled_over_its_seeds_with_an_interval():
         }  # fmt: skip
 
     record = {"arms": [run("rl", 0, 2.0, 20), run("rl", 1, 4.0, 30), run("rl", 2, 3.0, 40), run("const", 0, 3.5, 25)]}
+    record["arms"] += [run("raftpp", 0, 2.0, 20, env_steps=900.0), run("raftpp", 1, 2.0, 20, env_steps=1100.0)]
+    record["arms"] += [run("raftpp", 2, 2.0, 20)]  # recorded before env_steps
     header, _, *rows = ([cell.strip() for cell in line.strip("|").split("|")] for line in arm_figure_rows(record)[1:])
     by_arm = {cells[0]: dict(zip(header, cells, strict=True)) for cells in rows}
     rl, const = by_arm["rl"], by_arm["const"]
@@ -106,6 +108,9 @@ def test_each_arms_figures_are_pooled_over_its_seeds_with_an_interval():
     assert rl["invalid-action rate"] == "0.50 [0.50, 0.50]"
     assert rl["env steps"] == "n/a"  # no seed recorded it
     assert const["steps to success"] == "3.50"  # one seed: no interval
+    # A figure two of three seeds recorded: their mean, and how many it pools.
+    assert by_arm["raftpp"]["seeds"] == "3" and by_arm["raftpp"]["env steps"].endswith(" (of 2)")
+    assert by_arm["raftpp"]["env steps"].startswith("1000 [")
 
 
 def test_the_checkpoint_lines_name_the_environment_steps_played_by_each_checkpoint():

@@ -213,11 +213,34 @@ def test_a_run_trained_with_other_arm_settings_is_refused_under_the_arm(tmp_path
         "dynamic_sampling: true}\nalgorithm: {adv_estimator: multistep_reinforce, filter_groups: {enable: true}}\n"
     )
     with pytest.raises(SystemExit, match=r"trained with asyncweb.algo.dynamic_sampling=True, but its arm now sets"):
-        check_arm_settings("sync_reinforce", ARMS["sync_reinforce"], None, run_dir)
-    check_arm_settings("sync_reinforce", ARMS["sync_reinforce_filtered"], None, run_dir)  # what it was trained as
+        check_arm_settings("sync_reinforce", "sync_reinforce", ARMS["sync_reinforce"], None, run_dir)
+    check_arm_settings(
+        "sync_reinforce", "sync_reinforce", ARMS["sync_reinforce_filtered"], None, run_dir
+    )  # what it was trained as
     # An entry of results.json carries the overrides it was trained with; a folder-less one is checked by them.
     entry = {"run": "sync_reinforce", "arm_overrides": ARMS["sync_reinforce_filtered"]}
     with pytest.raises(SystemExit, match=r"is recorded with the overrides"):
-        check_arm_settings("sync_reinforce", ARMS["sync_reinforce"], entry, tmp_path / "absent")
-    check_arm_settings("sync_reinforce", ARMS["sync_reinforce_filtered"], entry, tmp_path / "absent")
-    check_arm_settings("sync_reinforce", ARMS["sync_reinforce"], {"run": "sync_reinforce"}, tmp_path / "absent")
+        check_arm_settings("sync_reinforce", "sync_reinforce", ARMS["sync_reinforce"], entry, tmp_path / "absent")
+    check_arm_settings("sync_reinforce", "sync_reinforce", ARMS["sync_reinforce_filtered"], entry, tmp_path / "absent")
+    # In any order: the settings are what counts.
+    check_arm_settings(
+        "sync_reinforce",
+        "sync_reinforce",
+        ARMS["sync_reinforce"][::-1],
+        {**entry, "arm_overrides": ARMS["sync_reinforce"]},
+        tmp_path / "absent",
+    )
+    # An entry from before entries recorded their overrides, without its folder: refused for an arm that changed,
+    # kept for one that did not.
+    with pytest.raises(SystemExit, match=r"arm sync_reinforce changed on 2026-12-06"):
+        check_arm_settings(
+            "sync_reinforce",
+            "sync_reinforce_seed1",
+            ARMS["sync_reinforce"],
+            {"run": "sync_reinforce_seed1"},
+            tmp_path / "absent",
+        )
+    check_arm_settings(
+        "sync_reinforce", "sync_reinforce", ARMS["sync_reinforce_filtered"], {"run": "sync_reinforce"}, run_dir
+    )
+    check_arm_settings("rl", "rl", ARMS["rl"], {"run": "rl"}, tmp_path / "absent")

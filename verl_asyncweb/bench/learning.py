@@ -88,6 +88,10 @@ ARMS = {
 }
 """RL arms: ``verl_asyncweb.main`` overrides on top of the recipe and the warm start."""
 
+REDEFINED_ARMS = {"sync_reinforce": "2026-12-06"}
+"""Arms whose overrides changed, and when: a ``results.json`` entry of theirs that does not record its overrides
+(written before entries did) and has no run folder to read them from is refused, not reported as the new arm."""
+
 
 def seed_overrides(seed: int) -> list[str]:
     """Overrides of seed ``seed`` of an arm: the rollout's sampling seed, the dataloader's order and the training
@@ -438,7 +442,7 @@ ARM_FIGURES = {
 def arm_figure_rows(record: dict) -> list[str]:
     """Per arm, the mean over its seeds of each per-run figure of :data:`ARM_FIGURES` with its 95% Student t
     interval (one value a seed: a bootstrap over two or three would be no wider than their range); ``n/a`` where no
-    seed recorded it, no interval with one seed."""
+    seed recorded it, no interval with one seed, and ``(of N)`` where only N of the arm's seeds recorded it."""
     from verl_asyncweb.compare.confidence import seed_interval
 
     def cell(runs: list[dict], key: str, scale: float, fmt: str) -> str:
@@ -446,10 +450,11 @@ def arm_figure_rows(record: dict) -> list[str]:
         if not values:
             return "n/a"
         mean = sum(values) / len(values)
+        fewer = f" (of {len(values)})" if len(values) < len(runs) else ""
         if len(values) == 1:
-            return fmt.format(mean)
+            return fmt.format(mean) + fewer
         low, high = seed_interval(values)
-        return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]"
+        return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]{fewer}"
 
     lines = [
         "",
@@ -577,15 +582,24 @@ def _same_value(got, text: str) -> bool:
     return got == want
 
 
-def check_arm_settings(run_name: str, overrides: Sequence[str], recorded: dict | None, run_dir: Path) -> None:
+def check_arm_settings(arm: str, run_name: str, overrides: Sequence[str], recorded: dict | None, run_dir: Path) -> None:
     """Refuse to report a recorded run or continue a run folder under an arm whose overrides it was not trained
     with (an arm's definition changed since, e.g. ``sync_reinforce`` trains every group since 2026-12-06): the
-    ``results.json`` entry's ``arm_overrides`` must be ``overrides``, and the run folder's resolved ``config.yaml``
-    must hold each of them. An entry recorded before ``arm_overrides`` existed, without its folder, is not checked."""
-    if recorded is not None and "arm_overrides" in recorded and list(recorded["arm_overrides"]) != list(overrides):
+    ``results.json`` entry's ``arm_overrides`` must set what ``overrides`` set (in any order), and the run folder's
+    resolved ``config.yaml`` must hold each of them. An entry recorded before ``arm_overrides`` existed, without its
+    folder, is refused for an arm of :data:`REDEFINED_ARMS` and not checked otherwise."""
+    config_path = RunFolder(run_dir).config_path
+    if recorded is not None and "arm_overrides" in recorded:
+        if _as_settings(recorded["arm_overrides"]) != _as_settings(overrides):
+            raise SystemExit(
+                f"{run_name} is recorded with the overrides {recorded['arm_overrides']}, but its arm now sets "
+                f"{list(overrides)}: rename its folder and results.json entry, or use another --out"
+            )
+    elif recorded is not None and arm in REDEFINED_ARMS and not config_path.exists():
         raise SystemExit(
-            f"{run_name} is recorded with the overrides {recorded['arm_overrides']}, but its arm now sets "
-            f"{list(overrides)}: rename its folder and results.json entry, or use another --out"
+            f"{run_name} is recorded without the overrides it was trained with and its folder is not in "
+            f"{run_dir.parent}; arm {arm} changed on {REDEFINED_ARMS[arm]}: rename its results.json entry (e.g. "
+            f"sync_reinforce_filtered for a run from before), or use another --out"
         )
     config_path = RunFolder(run_dir).config_path
     if not config_path.exists():
@@ -599,6 +613,11 @@ def check_arm_settings(run_name: str, overrides: Sequence[str], recorded: dict |
                 f"{run_dir} was trained with {key}={got}, but its arm now sets {override}: rename the folder and "
                 "its results.json entry, or use another --out"
             )
+
+
+def _as_settings(overrides: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` overrides as the settings they make (the last of a key wins, as on the command line)."""
+    return dict(override.partition("=")[::2] for override in overrides)
 
 
 def recorded_runs(record: dict) -> dict[str, dict]:
@@ -786,7 +805,7 @@ def main(argv: list[str]) -> int:
     for name, seed in runs:
         run_name = arm_run_name(name, seed)
         overrides = [*ARMS[name], *seed_overrides(seed)]
-        check_arm_settings(run_name, overrides, arms.get(run_name), args.out / run_name)
+        check_arm_settings(name, run_name, overrides, arms.get(run_name), args.out / run_name)
         if run_name in arms and not (args.out / run_name).exists():
             if arms[run_name]["steps"] != rl_steps:
                 raise SystemExit(
