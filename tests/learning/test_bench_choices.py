@@ -99,10 +99,19 @@ def test_the_command_prints_each_runs_table_and_the_pooled_rows(tmp_path, capsys
     runs = []
     for name in ("a", "b"):
         (tmp_path / name / "episodes").mkdir(parents=True)
-        (tmp_path / name / "episodes" / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in EPISODES))
+        in_order = sorted(EPISODES, key=lambda e: e["global_step"])  # as a run writes them
+        (tmp_path / name / "episodes" / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in in_order))
         runs.append(str(tmp_path / name))
+    # Run b was killed while writing a line and resumed from step 0: neither its cut line nor what the killed
+    # attempt played (the same episodes, written again by the resumed one) counts.
+    killed = [{**e, "attempt": "killed", "attempt_from_step": 0} for e in in_order]
+    resumed = [{**e, "attempt": "resumed", "attempt_from_step": 0} for e in in_order]
+    lines_b = [json.dumps(e) for e in killed] + ['{"traj_id": "cut', *(json.dumps(e) for e in resumed)]
+    (tmp_path / "b" / "episodes" / "episodes.jsonl").write_text("\n".join(lines_b) + "\n")
     assert main([*runs, "--windows", "2"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"{runs[1]}: 1 unreadable episode line(s) skipped"
+    lines = captured.out.splitlines()
     assert lines.count("| miniwob/click-option | 1-2 | 2 | 0.5 | 0.25 | 2 | 0.5 | 0.5 |") == 2
     # Pooled: 4 clicks, 2 named, chance 0.25 each; each run's one episode is +0.25 over chance, so no spread.
     assert "| miniwob/click-option | 2 | 4 | 0.5 | 0.25 | +0.250 [+0.250, +0.250] | 4 | 0.5 | 0.5 |" in lines

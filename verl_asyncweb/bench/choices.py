@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -159,10 +160,18 @@ def choice_table(episodes: Iterable[dict], windows: int) -> dict[str, list[tuple
 
 
 def read_episodes(run_dir: Path) -> list[dict]:
-    path = RunFolder(run_dir).episodes_dir / "episodes.jsonl"
-    if not path.exists():
-        raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The run's episode records as :func:`~verl_asyncweb.bench.episodes.last_attempt` keeps them; a line cut by a
+    killed run is skipped and counted on stderr."""
+    from verl_asyncweb.bench.episodes import last_attempt
+
+    folder = RunFolder(run_dir)
+    if not folder.episodes_path.exists():
+        raise SystemExit(f"{folder.episodes_path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    cut: list = []
+    episodes = last_attempt(folder.read_episodes(cut))
+    if cut:
+        print(f"{run_dir}: {len(cut)} unreadable episode line(s) skipped", file=sys.stderr)
+    return episodes
 
 
 def pooled_rows(runs: list[list[dict]]) -> list[str]:

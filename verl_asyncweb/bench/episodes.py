@@ -88,14 +88,15 @@ HEADER = (
 def last_attempt(episodes: list[dict]) -> list[dict]:
     """The records in file order without those an interrupted attempt wrote past the checkpoint the next attempt
     resumed from: a record with another ``attempt`` than the one before it starts an attempt, which resumed from its
-    ``attempt_from_step``; in records that do not name them, a lower ``global_step`` starts one, from the step
-    before it."""
+    ``attempt_from_step``; where neither names one (written before records did), a lower ``global_step`` starts
+    one, from the step before it."""
     kept: list[dict] = []
     for episode in episodes:
         step = episode.get("global_step", 0)
         previous = kept[-1] if kept else None
+        named = previous is not None and ("attempt" in episode or "attempt" in previous)
         if previous is not None and (
-            episode.get("attempt") != previous.get("attempt") or step < previous.get("global_step", 0)
+            episode.get("attempt") != previous.get("attempt") if named else step < previous.get("global_step", 0)
         ):
             resumed_from = episode.get("attempt_from_step", step - 1)
             kept = [earlier for earlier in kept if earlier.get("global_step", 0) <= resumed_from]
