@@ -70,9 +70,7 @@ def test_episode_records_name_their_step_and_the_attempt_that_wrote_them(tmp_pat
     write_episodes(str(tmp_path), episodes[:1], 3, screenshots=None, attempt_from_step=2)
     write_episodes(str(tmp_path), episodes[1:], 4, screenshots=None, attempt_from_step=2)
     records = [json.loads(line) for line in (tmp_path / "episodes" / "episodes.jsonl").read_text().splitlines()]
-    assert [(r["traj_id"], r["global_step"], r["attempt"]) for r in records] == [
-        ("g-0", 3, ATTEMPT),
-        ("g-1", 4, ATTEMPT),
-    ]
+    named = [(r["traj_id"], r["global_step"], r["attempt"], r["attempt_from_step"]) for r in records]
+    assert named == [("g-0", 3, ATTEMPT, 2), ("g-1", 4, ATTEMPT, 2)]
     assert "summary" not in records[0]
     assert len(ATTEMPT) == 12
