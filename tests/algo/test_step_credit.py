@@ -81,6 +81,17 @@ def test_the_step_term_follows_its_row_in_any_batch_order_and_two_marked_steps_a
         _advantages("branch", from_k_on)
 
 
+def test_a_point_every_member_of_its_group_left_weighs_its_step_by_one_plus_the_weight():
+    """With the whole group leaving one point (no fallback), A^S is A^E: the step term only reweighs that step."""
+    rows = [row for row in ROWS if row[0] == "h"]
+    episode_level, _ = _advantages("none", None, rows=rows)
+    advantages, metrics = _advantages("branch", [row[4] for row in rows], rows=rows)
+    from_point = torch.tensor([bool(row[4]) for row in rows])
+    torch.testing.assert_close(advantages[from_point], (1 + WEIGHT) * episode_level[from_point])
+    torch.testing.assert_close(advantages[~from_point], episode_level[~from_point])
+    assert metrics["asyncweb/step_credit/abs_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
 def test_without_branch_points_the_advantages_are_exactly_the_episode_level_ones():
     today, _ = _advantages("none", None)
     for shared in (None, [""] * len(ROWS)):
