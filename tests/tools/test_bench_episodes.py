@@ -29,6 +29,7 @@ def test_groups_ended_alike_and_success_by_the_version_of_the_last_step():
         _episode("g3-c", True, [7], group="g3", env_failed=True),  # left out of every rate
     ]
     episodes.insert(4, _episode("g3-b", False, [0], seconds=2.0))
+    episodes.append({**_episode("v-a", True, [1], group="v"), "split": "val"})  # verl's validation: not counted
     counted = played(episodes, {1: {POLICY_LAG_MEAN: 0.5}, 2: {POLICY_LAG_MEAN: 1.5}, 3: {}}, group_size=2)
     assert (counted.episodes, counted.successes, counted.env_failed) == (7, 3, 1)
     # g3 had an environment failure (verl drops it), g4 is unfinished: neither is a group ended alike.

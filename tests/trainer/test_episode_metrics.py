@@ -4,6 +4,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import ray
 from omegaconf import OmegaConf
 
 from verl_asyncweb.trainer.episode_metrics import ATTEMPT, busy_fraction, release_screenshots, write_episodes
@@ -74,3 +75,39 @@ def test_episode_records_name_their_step_and_the_attempt_that_wrote_them(tmp_pat
     assert named == [("g-0", 3, ATTEMPT, 2), ("g-1", 4, ATTEMPT, 2)]
     assert "summary" not in records[0]
     assert len(ATTEMPT) == 12
+
+
+def test_validation_episodes_are_recorded_but_kept_out_of_the_rollout_metrics(ray_cluster, tmp_path, monkeypatch):
+    """verl's validation (trainer.test_freq) plays through the same agent loop and reports to the same actor."""
+    from verl_asyncweb.agent.metrics import TrajectorySummary
+    from verl_asyncweb.agent.rollout_stats import stats_actor
+    from verl_asyncweb.compare import metric_names as names
+    from verl_asyncweb.run_folder import RUN_DIR_ENV
+    from verl_asyncweb.trainer.episode_metrics import drain_episode_metrics
+
+    def report(traj_id, split, num_steps, success):
+        summary = TrajectorySummary(
+            traj_id=traj_id, task_id="miniwob/click-test", difficulty_slice=None, success=success,
+            reward=float(success), env_failed=False, num_steps=num_steps, response_tokens=[5] * num_steps,
+            invalid_actions=0, stuck_steps=0, memory_stats=[None] * num_steps, policy_versions=[0] * num_steps,
+        )  # fmt: skip
+        record = {"summary": summary, "traj_id": traj_id, "split": split, "env_failed": False, "steps": []}
+        ray.get(stats_actor().report_episode.remote(record))
+
+    ray.get(stats_actor().drain.remote())  # whatever an earlier test left
+    report("train-a", "train", 3, False)
+    report("val-a", "val", 1, True)
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
+    config = OmegaConf.create(
+        {"trainer": {"v1": {"sampler": {"max_off_policy_threshold": 2}}}, "asyncweb": {"env": {}, "agent": {}}}
+    )
+    trainer = SimpleNamespace(
+        config=config, screenshots=_Store(), _pending_releases=[], _last_drain_at=0.0, _update_intervals=[],
+        _attempt_from_step=0,
+    )  # fmt: skip
+    metrics = drain_episode_metrics(trainer, global_step=1)
+    assert metrics[names.TRAJECTORIES] == 1 and metrics[names.ENV_STEPS] == 3
+    assert metrics[names.SUCCESS_RATE] == 0.0
+    records = [json.loads(line) for line in (tmp_path / "episodes" / "episodes.jsonl").read_text().splitlines()]
+    assert [(r["traj_id"], r["split"]) for r in records] == [("train-a", "train"), ("val-a", "val")]
+    assert [traj for _, traj in trainer._pending_releases] == ["train-a", "val-a"]  # every one's screenshots

@@ -64,6 +64,8 @@ class EpisodeState:
     branch_role: str | None = None
     branch_point: str = ""
     branch_step: int = 0
+    split: str = "train"
+    """``val`` for an episode of verl's validation (``trainer.test_freq``), ``train`` otherwise."""
 
 
 class _SharedPool:
@@ -256,12 +258,13 @@ class WebAgentLoop(AgentLoopBase):
         task = task_from_json(extra_info["task"])
         pool = await _SharedPool.get(self.env_config, self.judge_config)
         group = str(kwargs.get("uid", "traj"))
-        state = EpisodeState(traj_id=f"{group}-{uuid.uuid4().hex[:8]}", instruction="", group=group)
+        split = str(extra_info.get("split") or "train")
+        state = EpisodeState(traj_id=f"{group}-{uuid.uuid4().hex[:8]}", instruction="", group=group, split=split)
         point = kwargs.get("branch_from")  # a BranchPoint to play on from (``python -m verl_asyncweb.replay``)
         if point is not None:
             state.branch_role, state.branch_point, state.branch_step = MEMBER, point.id, point.step
         else:
-            point = await self._join_branch(state) if extra_info.get("split") != "val" else None
+            point = await self._join_branch(state) if split != "val" else None
         started = time.time()
         session = await pool.acquire()
         try:
@@ -498,6 +501,7 @@ class WebAgentLoop(AgentLoopBase):
             "summary": summary,
             "traj_id": state.traj_id,
             "group": state.group,
+            "split": state.split,
             "task_id": task.task_id,
             "instruction": state.instruction,
             "source": task.source,

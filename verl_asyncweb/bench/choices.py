@@ -160,15 +160,15 @@ def choice_table(episodes: Iterable[dict], windows: int) -> dict[str, list[tuple
 
 
 def read_episodes(run_dir: Path) -> list[dict]:
-    """The run's episode records as :func:`~verl_asyncweb.bench.episodes.last_attempt` keeps them; a line cut by a
-    killed run is skipped and counted on stderr."""
-    from verl_asyncweb.bench.episodes import last_attempt
+    """The run's training episodes as :func:`~verl_asyncweb.bench.episodes.training_episodes` keeps them; a line
+    cut by a killed run is skipped and counted on stderr."""
+    from verl_asyncweb.bench.episodes import training_episodes
 
     folder = RunFolder(run_dir)
     if not folder.episodes_path.exists():
         raise SystemExit(f"{folder.episodes_path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
     cut: list = []
-    episodes = last_attempt(folder.read_episodes(cut))
+    episodes = training_episodes(folder.read_episodes(cut))
     if cut:
         print(f"{run_dir}: {len(cut)} unreadable episode line(s) skipped", file=sys.stderr)
     return episodes

@@ -4,7 +4,8 @@ From each run folder's recorded training episodes (``episodes/episodes.jsonl``) 
 episodes played and how many succeeded, prompt groups and how many ended alike (every member succeeded or every
 member failed: GRPO gives them no signal and dynamic sampling drops them), success by the policy version that
 generated an episode's last step (``v3+`` pools the later ones), the median seconds per step and the mean policy
-lag (``asyncweb/policy_lag/mean`` over the logged steps). Environment-failed episodes are counted apart and left
+lag (``asyncweb/policy_lag/mean`` over the logged steps); validation episodes (``trainer.test_freq``) are not
+counted. Environment-failed episodes are counted apart and left
 out of every rate, and a group with one is left out of the group counts (verl drops it), as is one with fewer
 members recorded than the run's ``rollout.n`` (``unfinished``: still in flight when the run ended). A resumed run's file
 still holds the episodes its interrupted attempt played past the checkpoint it resumed from: they are left out, as
@@ -104,14 +105,19 @@ def last_attempt(episodes: list[dict]) -> list[dict]:
     return kept
 
 
+def training_episodes(episodes: list[dict]) -> list[dict]:
+    """The records of :func:`last_attempt` without verl's validation episodes (``split: val``)."""
+    return [episode for episode in last_attempt(episodes) if episode.get("split") != "val"]
+
+
 def played(episodes: list[dict], metrics: dict[int, dict[str, float]], group_size: int) -> PlayedEpisodes:
-    """Count a run's episode records (:class:`PlayedEpisodes`, of :func:`last_attempt`); ``metrics`` are its logged
-    steps (for the lag), ``group_size`` its episodes per prompt group (``actor_rollout_ref.rollout.n``)."""
+    """Count a run's episode records (:class:`PlayedEpisodes`, of :func:`training_episodes`); ``metrics`` are its
+    logged steps (for the lag), ``group_size`` its episodes per prompt group (``actor_rollout_ref.rollout.n``)."""
     counted = PlayedEpisodes()
     groups: dict[str, list[bool]] = defaultdict(list)
     failed_groups = set()
     seconds = []
-    for episode in last_attempt(episodes):
+    for episode in training_episodes(episodes):
         if episode.get("env_failed"):
             counted.env_failed += 1
             failed_groups.add(group_of(episode))

@@ -93,7 +93,10 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
     except (ray.exceptions.RayError, TimeoutError) as exc:
         logger.warning("could not drain rollout stats: %s", exc)
         return {}
-    episodes, intervals = drained["episodes"], drained["intervals"]
+    recorded, intervals = drained["episodes"], drained["intervals"]
+    # Validation episodes (verl's trainer.test_freq) make verl's validation metrics, not this step's rollout's: they
+    # are recorded, and left out of the rollout metrics.
+    episodes = [episode for episode in recorded if episode.get("split") != "val"]
     window_start = trainer._last_drain_at
     trainer._last_drain_at = now
     metrics = aggregate([episode["summary"] for episode in episodes])
@@ -115,8 +118,8 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         roles = [(episode.get("branch") or {}).get("role") for episode in episodes if not episode["env_failed"]]
         metrics[names.BRANCH_MEMBERS] = float(roles.count(MEMBER))
         metrics[names.BRANCH_FALLBACKS] = float(roles.count(FALLBACK))
-    write_episodes(os.environ.get(RUN_DIR_ENV), episodes, global_step, trainer.screenshots, trainer._attempt_from_step)
-    release_screenshots(trainer, [e["traj_id"] for e in episodes], global_step)
+    write_episodes(os.environ.get(RUN_DIR_ENV), recorded, global_step, trainer.screenshots, trainer._attempt_from_step)
+    release_screenshots(trainer, [e["traj_id"] for e in recorded], global_step)
     return metrics
 
 
