@@ -64,6 +64,7 @@ EPISODES = [
         "steps": [step(BOX_PAGE, click(0))],
     },
 ]
+EPISODES = [{**episode, "traj_id": f"g{i}-0"} for i, episode in enumerate(EPISODES)]  # each its own group
 
 
 def test_named_options_and_page_options():

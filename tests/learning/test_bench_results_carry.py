@@ -199,6 +199,13 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
 
     with pytest.raises(SystemExit, match="const is recorded at 20 steps, not 30"):
         learning.main([*argv[:-1], "30", "--arms", "const"])
+    # A recorded run of an arm that changed since, from before entries recorded their overrides and without its
+    # folder, is refused even when --arms does not name its arm (every recorded run is in the table).
+    legacy = {**carried, "arms": [*carried["arms"], _run("sync_reinforce", 0, 0.5)]}
+    (out / "results.json").write_text(json.dumps({**written, "arms": [*written["arms"], legacy["arms"][-1]]}))
+    with pytest.raises(SystemExit, match="arm sync_reinforce changed on 2026-12-06"):
+        learning.main([*argv, "--arms", "rl", "--seeds", "2"])
+    (out / "results.json").write_text(json.dumps(written))
     (model / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(SystemExit, match="other warm-start weights"):
         learning.main([*argv, "--arms", "rl"])

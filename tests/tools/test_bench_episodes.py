@@ -82,6 +82,18 @@ def test_an_attempt_is_cut_at_the_checkpoint_the_next_attempt_names():
     x = [at(1, "a1", "x", 0), at(2, "b1", "x", 0), at(3, "c1", "x", 0), at(4, "d1", "x", 0)]
     y = [at(4, "e1", "y", 2), at(5, "f1", "y", 2)]
     assert [e["traj_id"] for e in last_attempt(x + y)] == ["a1", "b1", "e1", "f1"]
+    # A group in flight at the checkpoint is played again whole by the resumed attempt (verl re-issues it): the
+    # members the killed attempt finished before its checkpoint were never trained and are left out.
+    g_before = [at(2, "g-a", "x", 0), at(2, "g-b", "x", 0)]
+    g_again = [at(3, f"g-{member}", "y", 2) for member in "abcd"]
+    for record in g_before + g_again:
+        record["group"] = "g"
+    kept = last_attempt(x[:2] + g_before + x[2:] + y[:1] + g_again + y[1:])
+    assert [(e["traj_id"], e["attempt"]) for e in kept] == [
+        ("a1", "x"), ("b1", "x"), ("e1", "y"), ("g-a", "y"), ("g-b", "y"), ("g-c", "y"), ("g-d", "y"), ("f1", "y")
+    ]  # fmt: skip
+    counted = played(x[:2] + g_before + x[2:] + y[:1] + g_again + y[1:], {}, group_size=4)
+    assert (counted.episodes, counted.groups, counted.groups_unfinished) == (8, 1, 4)
     # Records that name no attempt (written before they did), followed by one that does: a resume too.
     older = [at(1, "a1"), at(2, "b1"), at(3, "c1"), at(4, "d1")]
     assert [e["traj_id"] for e in last_attempt(older + y)] == ["a1", "b1", "e1", "f1"]

@@ -87,22 +87,26 @@ HEADER = (
 
 
 def last_attempt(episodes: list[dict]) -> list[dict]:
-    """The records in file order without those an interrupted attempt wrote past the checkpoint the next attempt
-    resumed from: a record with another ``attempt`` than the one before it starts an attempt, which resumed from its
-    ``attempt_from_step``; where neither names one (written before records did), a lower ``global_step`` starts
-    one, from the step before it."""
-    kept: list[dict] = []
+    """The records in file order that the run's last attempt trained or could have: without those an interrupted
+    attempt wrote past the checkpoint the next attempt resumed from, and without an earlier attempt's members of a
+    group a later attempt played again (verl re-issues the groups in flight at its checkpoint whole). A record with
+    another ``attempt`` than the one before it starts an attempt, which resumed from its ``attempt_from_step``; where
+    neither names one (written before records did), a lower ``global_step`` starts one, from the step before it."""
+    kept: list[tuple[int, dict]] = []  # (attempt number, record)
+    attempt = 0
     for episode in episodes:
         step = episode.get("global_step", 0)
-        previous = kept[-1] if kept else None
+        previous = kept[-1][1] if kept else None
         named = previous is not None and ("attempt" in episode or "attempt" in previous)
         if previous is not None and (
             episode.get("attempt") != previous.get("attempt") if named else step < previous.get("global_step", 0)
         ):
+            attempt += 1
             resumed_from = episode.get("attempt_from_step", step - 1)
-            kept = [earlier for earlier in kept if earlier.get("global_step", 0) <= resumed_from]
-        kept.append(episode)
-    return kept
+            kept = [(number, earlier) for number, earlier in kept if earlier.get("global_step", 0) <= resumed_from]
+        kept.append((attempt, episode))
+    last_played = {group_of(episode): number for number, episode in kept}  # a group's latest attempt
+    return [episode for number, episode in kept if number == last_played[group_of(episode)]]
 
 
 def training_episodes(episodes: list[dict]) -> list[dict]:

@@ -802,6 +802,11 @@ def main(argv: list[str]) -> int:
         **held_out_before,
     }
     arms = recorded_runs(earlier)
+    for run_name, entry in arms.items():  # every recorded run is reported, not only those of --arms
+        arm, seed = entry.get("arm", run_name), int(entry.get("seed", 0))
+        if arm in ARMS:
+            overrides = [*ARMS[arm], *seed_overrides(seed)]
+            check_arm_settings(arm, run_name, overrides, entry, args.out / run_name)
     for name, seed in runs:
         run_name = arm_run_name(name, seed)
         overrides = [*ARMS[name], *seed_overrides(seed)]
