@@ -1,5 +1,6 @@
 """A restarted agent-loop worker: the watchdog fails the prompt groups its old process held (real Ray, real TQ)."""
 
+import logging
 import time
 import uuid
 
@@ -114,3 +115,22 @@ def test_stopped_watchdog_ends_its_thread(ray_cluster):
     watchdog.stop()
     watchdog.thread.join(timeout=5)
     assert not watchdog.thread.is_alive()
+
+
+def test_a_poll_failing_while_running_is_logged_and_one_cut_by_the_end_of_the_run_is_not(ray_cluster, caplog):
+    """After training verl closes TransferQueue, which a poll in flight then fails to read: not an error to report."""
+    watchdog = WorkerWatchdog([], interval_s=0.01)
+    polls = []
+
+    def check_once():
+        polls.append(len(polls))
+        if len(polls) == 2:
+            watchdog.stop()  # the run ends during the second poll
+        raise AssertionError("TransferQueueController has not been initialized yet. Please call init() first.")
+
+    watchdog.check_once = check_once
+    with caplog.at_level(logging.ERROR, logger="verl_asyncweb.agent.watchdog"):
+        watchdog.start()
+        watchdog.thread.join(timeout=5)
+    assert not watchdog.thread.is_alive() and polls == [0, 1]
+    assert [record.getMessage() for record in caplog.records] == ["agent-loop worker watchdog poll failed"]

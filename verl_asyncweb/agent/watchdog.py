@@ -75,6 +75,8 @@ class WorkerWatchdog:
             try:
                 self.check_once()
             except Exception:  # the watchdog must outlive any single bad poll
+                if self._stopped.is_set():
+                    return  # the run ended during the poll: verl closes TransferQueue right after training
                 logger.exception("agent-loop worker watchdog poll failed")
 
     def check_once(self) -> None:

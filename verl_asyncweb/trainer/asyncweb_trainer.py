@@ -95,7 +95,12 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
     def fit(self, agent_loop_manager):
         if self._initial_sync is not None:
             self._initial_sync.result()  # re-raises the sync's error
-        super().fit(agent_loop_manager)
+        try:
+            super().fit(agent_loop_manager)
+        finally:
+            watchdog = getattr(agent_loop_manager, "watchdog", None)
+            if watchdog is not None:
+                watchdog.stop()  # verl's task runner closes TransferQueue next, which the watchdog's polls read
 
     def _build_replay_buffer(self):
         replay_buffer = super()._build_replay_buffer()
