@@ -601,7 +601,6 @@ def check_arm_settings(arm: str, run_name: str, overrides: Sequence[str], record
             f"{run_dir.parent}; arm {arm} changed on {REDEFINED_ARMS[arm]}: rename its results.json entry (e.g. "
             f"sync_reinforce_filtered for a run from before), or use another --out"
         )
-    config_path = RunFolder(run_dir).config_path
     if not config_path.exists():
         return
     config = OmegaConf.load(config_path)
@@ -810,7 +809,8 @@ def main(argv: list[str]) -> int:
     for name, seed in runs:
         run_name = arm_run_name(name, seed)
         overrides = [*ARMS[name], *seed_overrides(seed)]
-        check_arm_settings(name, run_name, overrides, arms.get(run_name), args.out / run_name)
+        if run_name not in arms:  # a folder this command continues (recorded runs were checked above)
+            check_arm_settings(name, run_name, overrides, None, args.out / run_name)
         if run_name in arms and not (args.out / run_name).exists():
             if arms[run_name]["steps"] != rl_steps:
                 raise SystemExit(
