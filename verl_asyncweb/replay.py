@@ -46,7 +46,7 @@ class RecordedResponses:
 
 def read_episode(run_dir: Path, traj_id: str) -> dict[str, Any] | None:
     """The run folder's record of trajectory ``traj_id`` (``episodes/episodes.jsonl``), if it has one."""
-    path = run_dir / "episodes" / "episodes.jsonl"
+    path = RunFolder(run_dir).episodes_path
     if not path.is_file():
         return None
     with path.open() as lines:

@@ -160,13 +160,12 @@ def choice_table(episodes: Iterable[dict], windows: int) -> dict[str, list[tuple
 
 
 def read_episodes(run_dir: Path) -> list[dict]:
-    """The run's training episodes as :func:`~verl_asyncweb.bench.episodes.training_episodes` keeps them; a line
-    cut by a killed run is skipped and counted on stderr."""
-    from verl_asyncweb.bench.episodes import training_episodes
+    """The run's training episodes (:func:`~verl_asyncweb.bench.episodes.training_episodes`); a line cut by a
+    killed run is skipped and counted on stderr."""
+    from verl_asyncweb.bench.episodes import run_file, training_episodes
 
     folder = RunFolder(run_dir)
-    if not folder.episodes_path.exists():
-        raise SystemExit(f"{folder.episodes_path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    run_file(folder.episodes_path)
     cut: list = []
     episodes = training_episodes(folder.read_episodes(cut))
     if cut:

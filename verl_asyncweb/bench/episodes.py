@@ -5,12 +5,12 @@ episodes played and how many succeeded, prompt groups and how many ended alike (
 member failed: GRPO gives them no signal and dynamic sampling drops them), success by the policy version that
 generated an episode's last step (``v3+`` pools the later ones), the median seconds per step and the mean policy
 lag (``asyncweb/policy_lag/mean`` over the logged steps); validation episodes (``trainer.test_freq``) are not
-counted. Environment-failed episodes are counted apart and left
-out of every rate, and a group with one is left out of the group counts (verl drops it), as is one with fewer
-members recorded than the run's ``rollout.n`` (``unfinished``: still in flight when the run ended). A resumed run's file
-still holds the episodes its interrupted attempt played past the checkpoint it resumed from: they are left out, as
-its metrics leave those steps out (records written before they named their ``attempt`` are told apart by the step
-going down, which misses those of the one step after the checkpoint when the attempt died in it).
+counted. Environment-failed episodes are counted apart and left out of every rate, and a group with one is left out
+of the group counts (verl drops it), as is one with fewer members recorded than the run's ``rollout.n``
+(``unfinished``: still in flight when the run ended). A resumed run's file still holds the episodes its interrupted
+attempt played past the checkpoint it resumed from: they are left out, as its metrics leave those steps out (records
+written before they named their ``attempt`` are told apart by the step going down, which misses those of the one
+step after the checkpoint when the attempt died in it).
 
 With dynamic sampling, runs that play more episodes for the same training steps are runs whose groups more often
 end alike: this reads which, and whether their episodes started out succeeding less (v0) or fell behind later.
@@ -114,6 +114,17 @@ def training_episodes(episodes: list[dict]) -> list[dict]:
     return [episode for episode in last_attempt(episodes) if episode.get("split") != "val"]
 
 
+def run_file(path: Path) -> Path:
+    """``path``, a file of a run folder that must exist.
+
+    Raises:
+        SystemExit: Naming ``path``, if it does not exist.
+    """
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
+    return path
+
+
 def played(episodes: list[dict], metrics: dict[int, dict[str, float]], group_size: int) -> PlayedEpisodes:
     """Count a run's episode records (:class:`PlayedEpisodes`, of :func:`training_episodes`); ``metrics`` are its
     logged steps (for the lag), ``group_size`` its episodes per prompt group (``actor_rollout_ref.rollout.n``)."""
@@ -150,10 +161,8 @@ def played(episodes: list[dict], metrics: dict[int, dict[str, float]], group_siz
 def read_run(run_dir: Path) -> PlayedEpisodes:
     """:func:`played` over a run folder; a line cut by a killed run is skipped and counted."""
     folder = RunFolder(run_dir)
-    for path in (folder.episodes_path, folder.config_path):
-        if not path.exists():
-            raise SystemExit(f"{path} does not exist: RUN_DIR must be a run folder of verl_asyncweb.main")
-    group_size = OmegaConf.load(folder.config_path).actor_rollout_ref.rollout.n
+    run_file(folder.episodes_path)
+    group_size = OmegaConf.load(run_file(folder.config_path)).actor_rollout_ref.rollout.n
     cut: list[CorruptLine] = []
     counted = played(folder.read_episodes(cut), folder.read_metrics(), group_size)
     counted.cut_lines = len(cut)

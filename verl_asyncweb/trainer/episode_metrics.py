@@ -20,6 +20,7 @@ import ray
 
 from verl_asyncweb.agent.branch import FALLBACK, MEMBER
 from verl_asyncweb.compare import metric_names as names
+from verl_asyncweb.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def write_episodes(
     resumed from checkpoint ``attempt_from_step``; their screenshots go to ``episodes/screens/<key>.jpg``."""
     if not run_dir or not episodes:
         return
-    path = Path(run_dir) / "episodes" / "episodes.jsonl"
+    path = RunFolder(Path(run_dir)).episodes_path
     screens = path.parent / "screens"
     screens.mkdir(parents=True, exist_ok=True)
     keys = sorted({step["screenshot_key"] for e in episodes for step in e["steps"] if step.get("screenshot_key")})
