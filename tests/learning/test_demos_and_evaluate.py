@@ -6,6 +6,7 @@ responses must parse into valid actions in the agent's layout, and the evaluator
 only.
 """
 
+import asyncio
 import json
 import re
 from dataclasses import replace
@@ -142,6 +143,21 @@ def test_evaluate_runs_held_out_instances_with_the_web_agent_loop(
     assert 0.0 <= result["success"] <= 1.0
     steps = result["metrics"]["asyncweb/steps_per_traj/failure"] if result["success"] < 1 else 1
     assert 1 <= steps <= max_steps, "episodes end within the recipe's step cap"
+
+
+def test_held_out_episodes_of_a_branching_run_play_whole_as_validation(tiny_model_path, ray_cluster):
+    # A branch arm's checkpoint is evaluated with the config it trained with, branch_step included: its held-out
+    # episodes must not join branch rollouts (no anchor snapshots, no member restoring another episode's state).
+    from verl_asyncweb.learning.evaluate import run_episodes
+
+    cfg, _ = load_config(
+        ["recipe=laptop_learning", "asyncweb.agent.branch_step=1", "asyncweb.env.deterministic_clock=true"]
+    )
+    assert cfg.actor_rollout_ref.rollout.n >= 2, "a group to branch in"
+    tasks = load_task_sources(["miniwob:click-test"], seed=HELD_OUT_SEED, miniwob_instances=2)
+    reports = asyncio.run(run_episodes(cfg, tiny_model_path, tasks, temperature=1.0))
+    assert len(reports) == 2 and not any(report["env_failed"] for report in reports)
+    assert [(report["split"], report["branch"]) for report in reports] == [("val", None)] * 2
 
 
 def test_evaluate_refuses_a_model_trained_on_held_out_instances(tmp_path, learning_config):

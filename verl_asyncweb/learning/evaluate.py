@@ -267,7 +267,9 @@ async def run_episodes(cfg: DictConfig, model_dir: Path, tasks: list, temperatur
             task = queue.get_nowait()
             loop = EvalAgentLoop(**loop_kwargs)
             try:
-                await loop.run({"temperature": temperature}, uid=task.task_id, extra_info={"task": task_to_json(task)})
+                # Held-out episodes are validation: they play whole, never joining a branch rollout as a run's do.
+                extra_info = {"task": task_to_json(task), "split": "val"}
+                await loop.run({"temperature": temperature}, uid=task.task_id, extra_info=extra_info)
             except EnvironmentFailure as exc:
                 logger.warning("%s", exc)
             progress.update()
