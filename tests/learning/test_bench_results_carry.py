@@ -39,30 +39,27 @@ def test_the_digest_follows_the_weights_and_nothing_else(tmp_path):
 
 
 def test_a_record_from_other_weights_or_another_evaluation_is_refused(tmp_path):
-    results, model = tmp_path / "results.json", _warm_start(tmp_path / "warm_start", b"w")
-    (model / "warm_start.json").write_text("{}")
-    assert learning.earlier_record(results, EVALUATION, model) == {}
+    results = tmp_path / "results.json"
+    assert learning.earlier_record(results, EVALUATION) == {}
     results.write_text(json.dumps({"warm_start_digest": "a" * 64, **EVALUATION, "arms": []}))
-    assert learning.earlier_record(results, EVALUATION, model)["arms"] == []
+    assert learning.earlier_record(results, EVALUATION)["arms"] == []
     learning.check_weights({"warm_start_digest": "a" * 64}, "a" * 64, results)
     with pytest.raises(SystemExit, match="other warm-start weights .*aaaaaaaaaaaa, these bbbbbbbbbbbb"):
         learning.check_weights({"warm_start_digest": "a" * 64}, "b" * 64, results)
     with pytest.raises(SystemExit, match="eval_instances: 20 there, 10 here"):
-        learning.earlier_record(results, {**EVALUATION, "eval_instances": 10}, model)
-    with pytest.raises(SystemExit, match="a warm start that is not in"):
-        learning.earlier_record(results, EVALUATION, tmp_path / "elsewhere")
+        learning.earlier_record(results, {**EVALUATION, "eval_instances": 10})
     # Written before the digest and the recipe were recorded: kept unchecked, as laptop_learning's.
     old = {key: EVALUATION[key] for key in ("eval_instances", "temperature")}
     results.write_text(json.dumps({**old, "arms": [{"arm": "rl"}]}))
     then = {**EVALUATION, "recipe": "laptop_learning", "miniwob_score_panel": True}
-    assert learning.earlier_record(results, then, model)["arms"]
+    assert learning.earlier_record(results, then)["arms"]
     with pytest.raises(SystemExit, match="recipe: 'laptop_learning' there, 'laptop_multistep' here"):
-        learning.earlier_record(results, {**then, "recipe": "laptop_multistep"}, model)
+        learning.earlier_record(results, {**then, "recipe": "laptop_multistep"})
     learning.check_weights({}, "b" * 64, results)
 
 
 def test_a_record_is_written_whole_or_not_at_all_and_a_cut_one_is_refused_clearly(tmp_path, monkeypatch):
-    results, model = tmp_path / "results.json", _warm_start(tmp_path / "warm_start", b"w")
+    results = tmp_path / "results.json"
     kept = {**EVALUATION, "arms": [{"arm": "rl"}]}
     learning.write_record(results, kept)
 
@@ -76,7 +73,7 @@ def test_a_record_is_written_whole_or_not_at_all_and_a_cut_one_is_refused_clearl
     assert json.loads(results.read_text()) == kept, "the record before the failed write is intact"
     results.write_text(results.read_text()[:40])
     with pytest.raises(SystemExit, match="results.json is not JSON .*a copy cut short"):
-        learning.earlier_record(results, EVALUATION, model)
+        learning.earlier_record(results, EVALUATION)
 
 
 def _settings(overrides: list[str]) -> dict:
@@ -101,10 +98,10 @@ def test_a_record_made_with_the_score_panel_shown_is_continued_only_with_it_show
     results.write_text(json.dumps({"warm_start_digest": "a" * 64, **before_the_key, "arms": [{"arm": "rl"}]}))
     hint = r"True there, False here\): run with --set asyncweb.env.miniwob_score_panel=true, or give another --out"
     with pytest.raises(SystemExit, match=hint):
-        learning.earlier_record(results, settings, model)
-    assert learning.earlier_record(results, shown, model)["arms"] == [{"arm": "rl"}]
+        learning.earlier_record(results, settings)
+    assert learning.earlier_record(results, shown)["arms"] == [{"arm": "rl"}]
     with pytest.raises(SystemExit, match=r"eval_instances: 20 there, 10 here\): give another --out"):
-        learning.earlier_record(results, {**shown, "eval_instances": 10}, model)
+        learning.earlier_record(results, {**shown, "eval_instances": 10})
     # Demonstrations (and the warm start trained on them) are held to the same setting.
     learning.check_score_panel({"miniwob_score_panel": False}, settings, model)
     learning.check_score_panel({}, shown, model)
@@ -209,6 +206,55 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
     (model / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(SystemExit, match="other warm-start weights"):
         learning.main([*argv, "--arms", "rl"])
+
+
+@pytest.mark.parametrize("same_weights", [True, False])
+def test_a_record_carried_without_its_warm_start_is_kept_only_if_the_one_made_again_is_the_same(
+    tmp_path, monkeypatch, capsys, same_weights
+):
+    """results.json alone in a fresh --out: the demonstrations and warm start are made again; the same weights keep
+    the recorded runs and the warm start's recorded evaluation, other weights are refused after the warm start."""
+    out, stages = tmp_path / "out", []
+    out.mkdir()
+    recorded = _warm_start(tmp_path / "elsewhere", b"weights")
+    carried = {
+        "warm_start_digest": learning.weights_digest(recorded),
+        **EVALUATION,
+        "held_out_before": 0.3,
+        "held_out_before_by_task": {"click-option": 0.3},
+        "held_out_before_steps_by_task": {"click-option": 4.0},
+        "held_out_before_outcomes": [1.0] * 3 + [0.0] * 7,
+        "arms": [_run("rl", 0, 0.4)],
+    }
+    (out / "results.json").write_text(json.dumps(carried))
+    manifest = {"episodes": 300, "steps": 801, "record_s": 46.0, "instances": [["click-option", 1]]}
+
+    def python(module, *args, log):
+        stages.append(module.rsplit(".", 1)[1])
+        if module.endswith("demos"):
+            (out / "demos").mkdir()
+            (out / "demos" / "manifest.json").write_text(json.dumps({**manifest, "miniwob_score_panel": False}))
+        else:
+            model = _warm_start(out / "warm_start", b"weights" if same_weights else b"other weights")
+            record = {"steps": 1000, "train_s": 1500.0, "loss_first": 6.9, "loss_last": 0.27}
+            (model / "warm_start.json").write_text(json.dumps(record))
+
+    def evaluate(*args, **kwargs):
+        raise AssertionError("the same weights are not evaluated again, the recorded run not at all")
+
+    monkeypatch.setattr(learning, "_python", python)
+    monkeypatch.setattr(learning, "_evaluate", evaluate)
+    argv = ["--out", str(out), "--recipe", "laptop_multistep", "--eval-instances", "20", "--rl-steps", "20"]
+    if not same_weights:
+        with pytest.raises(SystemExit, match="the warm start made again here is other weights .* copy that warm_start"):
+            learning.main([*argv, "--arms", "rl"])
+        assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(carried)), "left as it was"
+        return
+    assert learning.main([*argv, "--arms", "rl"]) == 0
+    assert stages == ["demos", "warm_start"]
+    written = json.loads((out / "results.json").read_text())
+    assert written["arms"] == json.loads(json.dumps(carried["arms"])) and written["held_out_before"] == 0.3
+    assert "held-out success of the warm start: 0.300" in capsys.readouterr().out
 
 
 def test_a_run_trained_with_other_arm_settings_is_refused_under_the_arm(tmp_path):

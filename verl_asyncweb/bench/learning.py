@@ -23,9 +23,11 @@ held-out points, ``success_vs_env_steps.png`` the held-out points against the po
 An interrupted arm, or a larger ``--rl-steps`` than an arm's finished run, continues from its latest checkpoint
 (:func:`arm_command`).
 
-``results.json`` with the ``warm_start`` folder carries the experiment to another machine: copied into a fresh
-``--out``, only the runs it does not hold are run there (:func:`earlier_record`), from weights checked to be the
-same (:func:`weights_digest`); other weights are refused. A recorded run is run again only when its folder is
+``results.json`` carries the experiment to another machine: copied into a fresh ``--out``, only the runs it does
+not hold are run there (:func:`earlier_record`), from weights checked to be the same (:func:`weights_digest`);
+other weights are refused. Its ``warm_start`` folder copied beside it is used as it is; without it the warm start
+is made again and kept only if it comes out as the same weights (it does when the demonstrations are recorded again
+identically: score panel hidden, deterministic page clock). A recorded run is run again only when its folder is
 there, or after its entry is removed from ``results.json``. Records, demonstrations and warm starts that do not say
 whether MiniWoB++'s score panel was shown were made with it shown (``--set asyncweb.env.miniwob_score_panel=true``
 continues them; :func:`evaluation_settings`, :func:`check_score_panel`).
@@ -625,13 +627,10 @@ def recorded_runs(record: dict) -> dict[str, dict]:
     return {run.get("run", run["arm"]): run for run in record.get("arms", [])}
 
 
-def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
+def earlier_record(results: Path, evaluation: dict) -> dict:
     """What an earlier invocation into the same ``--out`` (or on another machine) wrote ({} if nothing): its runs
     are kept and only runs it lacks are run. Refused, before any stage runs, when it was evaluated otherwise
-    (``evaluation``: :func:`evaluation_settings`; their arms would not compare) or when it names a warm start that
-    ``model`` does not hold (one made again here would be other weights)."""
-    from verl_asyncweb.learning.warm_start import WARM_START_FILE
-
+    (``evaluation``: :func:`evaluation_settings`; their arms would not compare)."""
     if not results.exists():
         return {}
     try:
@@ -650,11 +649,6 @@ def earlier_record(results: Path, evaluation: dict, model: Path) -> dict:
         only_the_panel = len(differing) == 1 and panel != evaluation["miniwob_score_panel"]
         hint = f"run with --set {SCORE_PANEL_KEY}={str(panel).lower()}, or " if only_the_panel else ""
         raise SystemExit(f"{results} was evaluated otherwise ({'; '.join(differing)}): {hint}give another --out")
-    if "warm_start_digest" in record and not (model / WARM_START_FILE).exists():
-        raise SystemExit(
-            f"{results} records runs of a warm start that is not in {model}: copy that warm_start folder there (a "
-            "warm start made again is other weights), or give another --out"
-        )
     if "warm_start_digest" not in record and record.get("arms"):
         logger.warning("%s records no warm-start digest (written before it did): its runs are kept unchecked", results)
     return record
@@ -671,15 +665,24 @@ def write_record(results: Path, record: dict) -> None:
     partial.replace(results)
 
 
-def check_weights(record: dict, digest: str, results: Path) -> None:
-    """Refuse a ``results.json`` record whose runs trained from other warm-start weights than ``digest``."""
+def check_weights(record: dict, digest: str, results: Path, made_here: bool = False) -> None:
+    """Refuse a ``results.json`` record whose runs trained from other warm-start weights than ``digest`` (those of
+    a warm start ``made_here`` by this invocation, or of one found in ``--out``)."""
     earlier = record.get("warm_start_digest")
-    if earlier is not None and earlier != digest:
+    if earlier is None or earlier == digest:
+        return
+    weights = f"sha256 {earlier[:12]}, these {digest[:12]}"
+    if made_here:
         raise SystemExit(
-            f"{results} holds runs trained from other warm-start weights (sha256 {earlier[:12]}, these "
-            f"{digest[:12]}): copy its warm_start folder here, give another --out, or move results.json away to "
-            "start over"
+            f"the warm start made again here is other weights than the one {results} holds runs of ({weights}); "
+            "demonstrations recorded again come out the same only with MiniWoB++'s score panel hidden and a "
+            "deterministic page clock: copy that warm_start folder here in place of this one, give another --out, "
+            "or move results.json away to start over"
         )
+    raise SystemExit(
+        f"{results} holds runs trained from other warm-start weights ({weights}): copy its warm_start folder here, "
+        "give another --out, or move results.json away to start over"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -741,11 +744,20 @@ def main(argv: list[str]) -> int:
     config = compose_recipe(args.recipe, args.set)
     evaluation = evaluation_settings(config, args.recipe, args.set, args.eval_instances, args.temperature)
     trainer = checked_trainer(config, args.recipe, args.set)
-    earlier = earlier_record(args.out / "results.json", evaluation, model)
+    earlier = earlier_record(args.out / "results.json", evaluation)
 
     from verl_asyncweb.learning.warm_start import DEMOS_MANIFEST_FILE, WARM_START_FILE
 
-    if not (model / WARM_START_FILE).exists():
+    made_here = not (model / WARM_START_FILE).exists()
+    if made_here:
+        if "warm_start_digest" in earlier:
+            logger.info(
+                "%s holds runs of the warm start sha256 %s, which %s does not hold: making it again (kept only if it "
+                "comes out as the same weights)",
+                args.out / "results.json",
+                earlier["warm_start_digest"][:12],
+                model,
+            )
         if not (demos / "manifest.json").exists():
             demo_tasks = args.demo_tasks or DEMO_TASKS.get(args.recipe, "all")
             demo_tasks = None if demo_tasks == "all" else demo_tasks
@@ -769,7 +781,7 @@ def main(argv: list[str]) -> int:
     check_score_panel(manifest, evaluation, model)
     warm = json.loads((model / WARM_START_FILE).read_text())
     digest = weights_digest(model)
-    check_weights(earlier, digest, args.out / "results.json")
+    check_weights(earlier, digest, args.out / "results.json", made_here)
     if earlier.get("warm_start_digest") == digest and all(key in earlier for key in HELD_OUT_BEFORE):
         # The same weights, evaluated when the kept runs were: their gains are read against that draw.
         held_out_before = {key: earlier[key] for key in HELD_OUT_BEFORE}
