@@ -128,6 +128,19 @@ def _run(arm: str, seed: int, after: float, steps: int = 20) -> dict:
     }
 
 
+def _record(warm_start: Path, runs: list[dict]) -> dict:
+    """A results.json of ``runs`` from ``warm_start``, which scored 0.3 held-out."""
+    return {
+        "warm_start_digest": learning.weights_digest(warm_start),
+        **EVALUATION,
+        "held_out_before": 0.3,
+        "held_out_before_by_task": {"click-option": 0.3},
+        "held_out_before_steps_by_task": {"click-option": 4.0},
+        "held_out_before_outcomes": [1.0] * 3 + [0.0] * 7,
+        "arms": runs,
+    }
+
+
 def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_the_missing(
     tmp_path, monkeypatch, capsys
 ):
@@ -149,15 +162,7 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
             }
         )
     )
-    carried = {
-        "warm_start_digest": learning.weights_digest(model),
-        **EVALUATION,
-        "held_out_before": 0.3,
-        "held_out_before_by_task": {"click-option": 0.3},
-        "held_out_before_steps_by_task": {"click-option": 4.0},
-        "held_out_before_outcomes": [1.0] * 3 + [0.0] * 7,
-        "arms": [_run("const", 1, 0.5), _run("rl", 0, 0.4), _run("const", 0, 0.5)],
-    }
+    carried = _record(model, [_run("const", 1, 0.5), _run("rl", 0, 0.4), _run("const", 0, 0.5)])
     (out / "results.json").write_text(json.dumps(carried))
 
     def run_arm(name, *args, **kwargs):
@@ -217,15 +222,7 @@ def test_a_record_carried_without_its_warm_start_is_kept_only_if_the_one_made_ag
     out, stages = tmp_path / "out", []
     out.mkdir()
     recorded = _warm_start(tmp_path / "elsewhere", b"weights")
-    carried = {
-        "warm_start_digest": learning.weights_digest(recorded),
-        **EVALUATION,
-        "held_out_before": 0.3,
-        "held_out_before_by_task": {"click-option": 0.3},
-        "held_out_before_steps_by_task": {"click-option": 4.0},
-        "held_out_before_outcomes": [1.0] * 3 + [0.0] * 7,
-        "arms": [_run("rl", 0, 0.4)],
-    }
+    carried = _record(recorded, [_run("rl", 0, 0.4)])
     (out / "results.json").write_text(json.dumps(carried))
     manifest = {"episodes": 300, "steps": 801, "record_s": 46.0, "instances": [["click-option", 1]]}
 
