@@ -156,6 +156,7 @@ def load_config(argv: list[str], allow_missing: bool = False, check_tasks: bool 
     check_data_parallel(cfg)
     check_fused_kernels(cfg)
     check_agent_workers(cfg)
+    check_branch_members(cfg)
     logger.info("training batch: %s", BatchShape.from_config(cfg).describe())
     if resolve_screenshot_budget(cfg) and asyncweb is not None:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
@@ -346,6 +347,16 @@ def check_agent_workers(cfg: DictConfig) -> None:
             f"(data.train_batch_size, x (asyncweb.staleness + 1) in async mode): {workers - in_flight} workers, and "
             f"their browsers, would never get work; use at most {in_flight} workers (more pages per worker: "
             "asyncweb.env.num_browsers / pages_per_browser)"
+        )
+
+
+def check_branch_members(cfg: DictConfig) -> None:
+    """A group of ``rollout.n`` episodes has an anchor and at most ``rollout.n - 1`` members."""
+    members, size = cfg.asyncweb.agent.branch_members, cfg.actor_rollout_ref.rollout.n
+    if cfg.asyncweb.agent.branch_step and members > size - 1:
+        raise SetupError(
+            f"asyncweb.agent.branch_members={members}, but a group of actor_rollout_ref.rollout.n={size} episodes "
+            f"has one anchor and {size - 1} others: use at most {size - 1} (0: all of them)"
         )
 
 

@@ -11,7 +11,9 @@ restores the kept point and replays each trajectory's recorded responses from st
 import asyncio
 import json
 import os
+import pickle
 import time
+from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
@@ -20,7 +22,8 @@ from transformers import AutoProcessor
 
 from verl_asyncweb.agent import branch
 from verl_asyncweb.agent.branch import BranchPoint, load_point
-from verl_asyncweb.agent.loop import WebAgentLoop
+from verl_asyncweb.agent.config import AgentConfig
+from verl_asyncweb.agent.loop import EpisodeState, WebAgentLoop
 from verl_asyncweb.env import load_tasks
 from verl_asyncweb.env.oracle import tool_call
 from verl_asyncweb.env.snapshot import EnvSnapshot
@@ -192,13 +195,54 @@ async def test_members_play_whole_episodes_when_the_anchor_ends_before_the_branc
 @pytest.mark.ray
 def test_a_member_without_an_anchor_point_gives_up_after_its_wait(ray_cluster):
     board = branch.BranchBoard.remote(ttl_s=60.0)
-    assert ray_cluster.get(board.join.remote("g", 2)) == 0
-    assert ray_cluster.get(board.join.remote("g", 2)) == 1
+    assert ray_cluster.get(board.join.remote("g", 2, 1)) == 0
+    assert ray_cluster.get(board.join.remote("g", 2, 1)) == 1
     assert ray_cluster.get(board.wait.remote("g", 0.2)) is None
     assert ray_cluster.get(board.wait.remote("unknown-group", 0.2)) is None
     ray_cluster.get(board.publish.remote("g", b"point"))
     ray_cluster.get(board.publish.remote("g", b"a second point is ignored"))
     assert ray_cluster.get(board.wait.remote("g", 5.0)) == b"point"
+    assert ray_cluster.get(board.open_groups.remote()) == {}
+    ray_cluster.kill(board)
+
+
+@pytest.mark.ray
+def test_with_fewer_members_the_rest_of_the_group_plays_whole_episodes(ray_cluster):
+    # rollout.n = 4, branch_members = 1: the anchor, one member from its point, two whole episodes. The board keeps
+    # the group until all four joined (a late one would otherwise open it again as a new anchor).
+    agent = AgentConfig(branch_step=1, branch_members=1, branch_wait_s=5.0)
+    loop = SimpleNamespace(agent_config=agent, rollout_config=SimpleNamespace(n=4))
+    states = [EpisodeState(traj_id=f"t{i}", instruction="", group="few-members") for i in range(4)]
+
+    async def episodes():
+        join = WebAgentLoop._join_branch
+        assert await join(loop, states[0]) is None
+        point = SimpleNamespace(id="t0@1", step=1)  # what a member takes from a BranchPoint
+        await branch.board_actor().publish.remote("few-members", pickle.dumps(point))
+        points = [await join(loop, state) for state in states[1:]]
+        return points, await branch.board_actor().open_groups.remote()
+
+    points, open_groups = asyncio.run(episodes())
+    assert [point and point.id for point in points] == ["t0@1", None, None]
+    assert [(state.branch_role, state.branch_point, state.branch_step) for state in states] == [
+        (branch.ANCHOR, "", 1),
+        (branch.MEMBER, "t0@1", 1),
+        (None, "", 0),
+        (None, "", 0),
+    ]
+    assert "few-members" not in open_groups
+
+
+@pytest.mark.ray
+def test_the_board_forgets_a_group_once_every_episode_joined_and_every_member_fetched(ray_cluster):
+    board = branch.BranchBoard.remote(ttl_s=60.0)
+    assert [ray_cluster.get(board.join.remote("g", 4, 2)) for _ in range(2)] == [0, 1]
+    ray_cluster.get(board.publish.remote("g", b"point"))
+    assert ray_cluster.get(board.wait.remote("g", 5.0)) == b"point"
+    assert ray_cluster.get(board.join.remote("g", 4, 2)) == 2
+    assert ray_cluster.get(board.wait.remote("g", 5.0)) == b"point"
+    assert ray_cluster.get(board.open_groups.remote()) == {"g": 3}, "both members fetched, one episode to come"
+    assert ray_cluster.get(board.join.remote("g", 4, 2)) == 3, "the late episode joins the group, not a new one"
     assert ray_cluster.get(board.open_groups.remote()) == {}
     ray_cluster.kill(board)
 

@@ -320,6 +320,15 @@ def test_gpu_recipe_sizes_agree(recipe):
     assert (pages, asyncweb.env.pages_per_browser) == (GPU_RECIPE_PAGES, GPU_RECIPE_PAGES_PER_BROWSER)
 
 
+def test_more_branch_members_than_a_group_has_episodes_is_refused():
+    branching = ["recipe=laptop_multistep", "asyncweb.agent.branch_step=1"]
+    load_config([*branching, "asyncweb.agent.branch_members=3"])
+    with pytest.raises(SetupError, match="branch_members=4, but a group of actor_rollout_ref.rollout.n=4 episodes"):
+        load_config([*branching, "asyncweb.agent.branch_members=4"])
+    with pytest.raises(SetupError, match="asyncweb.agent.branch_members must be"):
+        load_config([*branching, "asyncweb.agent.branch_members=-1"])
+
+
 def test_more_agent_workers_than_prompt_groups_in_flight_is_refused():
     # 16 prompts per step, eta = 2: 48 groups in flight, spread by episodes over the workers (32 all get work).
     load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES, "actor_rollout_ref.rollout.agent.num_workers=32"])
@@ -430,10 +439,10 @@ def test_the_branch_arms_differ_only_in_step_credit():
         arm: load_config(["recipe=laptop_multistep", "actor_rollout_ref.model.path=/m", *LEARNING_ARMS[arm]])[1]
         for arm in ("rl", "branch", "branch_credit")
     }
-    assert {arm: (a.agent.branch_step, a.algo.step_credit) for arm, a in arms.items()} == {
-        "rl": (0, "none"),
-        "branch": (1, "none"),
-        "branch_credit": (1, "branch"),
+    assert {arm: (a.agent.branch_step, a.agent.branch_members, a.algo.step_credit) for arm, a in arms.items()} == {
+        "rl": (0, 0, "none"),
+        "branch": (1, 2, "none"),  # two of the three group mates restore the point, one plays a whole episode
+        "branch_credit": (1, 2, "branch"),
     }
 
 

@@ -162,13 +162,23 @@ class BranchBoard:
         for group in [g for g, entry in self._groups.items() if now - entry["opened"] > self.ttl_s]:
             del self._groups[group]
 
-    async def join(self, group: str, size: int) -> int:
-        """Register one member of ``group`` (``size`` members expected); returns its arrival index (0: anchor)."""
+    async def join(self, group: str, size: int, members: int) -> int:
+        """Register one episode of ``group`` (``size`` expected, ``members`` of them to fetch the anchor's point);
+        returns its arrival index (0: the anchor; 1 to ``members``: members)."""
         self._prune()
         entry = self._groups.setdefault(
-            group, {"opened": time.monotonic(), "size": size, "joined": 0, "fetched": 0, "event": asyncio.Event()}
+            group,
+            {
+                "opened": time.monotonic(),
+                "size": size,
+                "members": members,
+                "joined": 0,
+                "fetched": 0,
+                "event": asyncio.Event(),
+            },
         )
         entry["joined"] += 1
+        self._forget_when_done(group, entry)
         return entry["joined"] - 1
 
     async def publish(self, group: str, point: bytes | None) -> None:
@@ -188,9 +198,14 @@ class BranchBoard:
         except asyncio.TimeoutError:
             return None
         entry["fetched"] += 1
-        if entry["fetched"] >= entry["size"] - 1:
-            self._groups.pop(group, None)
+        self._forget_when_done(group, entry)
         return entry.get("point")
+
+    def _forget_when_done(self, group: str, entry: dict[str, Any]) -> None:
+        """Forget ``group`` once all its episodes joined and its members fetched the point: an episode joining
+        later would open it again as a new anchor."""
+        if entry["joined"] >= entry["size"] and entry["fetched"] >= entry["members"]:
+            self._groups.pop(group, None)
 
     async def open_groups(self) -> dict[str, int]:
         """Members joined so far of each group not forgotten yet (for progress checks and leak checks)."""
@@ -203,9 +218,9 @@ def board_actor():
     return named_actor(BranchBoard, BOARD_ACTOR_NAME)
 
 
-async def join(group: str, size: int) -> int:
-    """This member's arrival index in ``group`` (0: it is the anchor)."""
-    return await board_actor().join.remote(group, size)
+async def join(group: str, size: int, members: int) -> int:
+    """This episode's arrival index in ``group`` (0: it is the anchor; up to ``members``: a member)."""
+    return await board_actor().join.remote(group, size, members)
 
 
 async def publish(group: str, point: BranchPoint | None) -> None:

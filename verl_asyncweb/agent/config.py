@@ -53,6 +53,10 @@ class AgentConfig(BaseConfig):
             group runs to step K and snapshots it, and the group's other members play on from that shared state;
             0 (the default) is off; validation episodes never branch. The step-sample taken from the branch point
             (step K of the anchor and of each member) records it as ``branch_point``; the others record none.
+        branch_members: How many of a group's other episodes play on from its branch point; the rest play whole
+            episodes, so the group holds trajectories that did not pass through the point and a step-level
+            baseline over the point's trajectories (``asyncweb.algo.step_credit=branch``) differs from the
+            group's. 0 (the default): all ``rollout.n - 1`` of them.
         branch_wait_s: How long a member waits for its anchor's branch point before it plays a whole episode
             from the start instead (counted as ``asyncweb/branch_fallbacks``).
         worker_resources: Ray resources every agent-loop worker requests, e.g. ``{browser_host: 1}``: workers,
@@ -74,6 +78,7 @@ class AgentConfig(BaseConfig):
     system_prompt: str = "full"
     click_target: str = "coordinate"
     branch_step: int = 0
+    branch_members: int = 0
     branch_wait_s: float = 600.0
     worker_resources: dict[str, float] = field(default_factory=dict)
 
@@ -101,6 +106,7 @@ class AgentConfig(BaseConfig):
                 f"set {_PREFIX}.observation=screenshot+elements"
             )
         check_int(f"{_PREFIX}.branch_step", self.branch_step, 0)
+        check_int(f"{_PREFIX}.branch_members", self.branch_members, 0)
         for name in ("screenshot_put_timeout_s", "branch_wait_s"):
             timeout = getattr(self, name)
             if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:

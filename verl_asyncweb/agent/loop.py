@@ -294,9 +294,13 @@ class WebAgentLoop(AgentLoopBase):
         step, size = self.agent_config.branch_step, int(self.rollout_config.n)
         if not step or size < 2:
             return None
-        if await branch.join(state.group, size) == 0:
+        members = self.agent_config.branch_members or size - 1
+        index = await branch.join(state.group, size, members)
+        if index == 0:
             state.branch_role, state.branch_step = ANCHOR, step
             return None
+        if index > members:
+            return None  # a whole episode by design: the group's baseline beyond the point's trajectories
         point = await branch.wait_for_point(state.group, self.agent_config.branch_wait_s)
         if point is None:
             state.branch_role = FALLBACK

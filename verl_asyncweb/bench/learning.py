@@ -70,6 +70,9 @@ SYNC_REINFORCE = [
 ]
 """Sync rollout, REINFORCE on the raw trajectory reward with 1/|tau|: the overrides both REINFORCE arms share."""
 
+BRANCH = ["asyncweb.agent.branch_step=1", "asyncweb.agent.branch_members=2"]
+"""Branch rollouts from step 1 with two members a group (of ``rollout.n`` = 4): the branch arms' rollouts."""
+
 ARMS = {
     "rl": [],
     "control": ["asyncweb.algo.negate_advantage=true"],
@@ -83,14 +86,16 @@ ARMS = {
     "sync_reinforce_filtered": [*SYNC_REINFORCE],
     "sync_grpo": ["asyncweb.rollout_mode=sync"],
     "raftpp": ["asyncweb.algo.estimator=raftpp", "algorithm.adv_estimator=raftpp"],
-    # Branch rollouts: each group's members play on from the state its first member reached after one action,
-    # with episode-level credit (branch) or with the actions taken from that shared state compared (branch_credit).
-    "branch": ["asyncweb.agent.branch_step=1"],
-    "branch_credit": ["asyncweb.agent.branch_step=1", "asyncweb.algo.step_credit=branch"],
+    # Branch rollouts: two of each group's other members play on from the state its first member reached after one
+    # action and the last plays a whole episode, with episode-level credit (branch) or with the actions taken from
+    # that shared state also compared among the three that left it (branch_credit). With every member restoring the
+    # point (branch_members 0) the two levels coincide and step credit only reweighs that step (algorithms.md).
+    "branch": BRANCH,
+    "branch_credit": [*BRANCH, "asyncweb.algo.step_credit=branch"],
 }
 """RL arms: ``verl_asyncweb.main`` overrides on top of the recipe and the warm start."""
 
-REDEFINED_ARMS = {"sync_reinforce": "2026-12-06"}
+REDEFINED_ARMS = {"sync_reinforce": "2026-12-06", "branch": "2026-12-06", "branch_credit": "2026-12-06"}
 """Arms whose overrides changed, and when: a ``results.json`` entry of theirs that does not record its overrides
 (written before entries did) and has no run folder to read them from is refused, not reported as the new arm."""
 
@@ -600,8 +605,8 @@ def check_arm_settings(arm: str, run_name: str, overrides: Sequence[str], record
     elif recorded is not None and arm in REDEFINED_ARMS and not config_path.exists():
         raise SystemExit(
             f"{run_name} is recorded without the overrides it was trained with and its folder is not in "
-            f"{run_dir.parent}; arm {arm} changed on {REDEFINED_ARMS[arm]}: rename its results.json entry (e.g. "
-            f"sync_reinforce_filtered for a run from before), or use another --out"
+            f"{run_dir.parent}; arm {arm} changed on {REDEFINED_ARMS[arm]}: rename its results.json entry (a "
+            f"sync_reinforce run from before is sync_reinforce_filtered's), or use another --out"
         )
     if not config_path.exists():
         return
