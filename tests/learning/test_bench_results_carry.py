@@ -222,7 +222,7 @@ def test_a_record_carried_without_its_warm_start_is_kept_only_if_the_one_made_ag
     out, stages = tmp_path / "out", []
     out.mkdir()
     recorded = _warm_start(tmp_path / "elsewhere", b"weights")
-    carried = _record(recorded, [_run("rl", 0, 0.4)])
+    carried = {**_record(recorded, [_run("rl", 0, 0.4)]), "demo_s": 40.0, "warm_start_s": 1786.0}
     (out / "results.json").write_text(json.dumps(carried))
     manifest = {"episodes": 300, "steps": 801, "record_s": 46.0, "instances": [["click-option", 1]]}
 
@@ -251,7 +251,11 @@ def test_a_record_carried_without_its_warm_start_is_kept_only_if_the_one_made_ag
     assert stages == ["demos", "warm_start"]
     written = json.loads((out / "results.json").read_text())
     assert written["arms"] == json.loads(json.dumps(carried["arms"])) and written["held_out_before"] == 0.3
-    assert "held-out success of the warm start: 0.300" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "held-out success of the warm start: 0.300" in table
+    # The stage times stay those of the warm start the runs came from, not this machine's (46 s, 1500 s).
+    assert "demonstrations: 300 episodes (801 steps) in 40.0 s" in table
+    assert "warm start: 1000 steps in 1786.0 s" in table
 
 
 def test_a_run_trained_with_other_arm_settings_is_refused_under_the_arm(tmp_path):
