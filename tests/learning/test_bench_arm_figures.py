@@ -111,6 +111,14 @@ def test_each_arms_figures_are_pooled_over_its_seeds_with_an_interval():
     # A figure two of three seeds recorded: their mean, and how many it pools.
     assert by_arm["raftpp"]["seeds"] == "3" and by_arm["raftpp"]["env steps"].endswith(" (of 2)")
     assert by_arm["raftpp"]["env steps"].startswith("1000 [")
+    # An interval is cut to the values the figure can take: 1 ± 12.7 · 1 / √2 passes zero, 0.5 ± 6.4 passes 1.
+    record = {"arms": [run("vanilla", 0, 0.0, 10), run("vanilla", 1, 2.0, 20)]}
+    record["arms"][0]["held_out_invalid_action_rate"] = 0.0
+    header, _, row = ([cell.strip() for cell in line.strip("|").split("|")] for line in arm_figure_rows(record)[1:])
+    vanilla = dict(zip(header, row, strict=True))
+    assert vanilla["steps to success"] == "1.00 [0.00, 13.71]"
+    assert vanilla["invalid-action rate"] == "0.25 [0.00, 1.00]"
+    assert vanilla["RL wall min"] == "15.0 [0.0, 78.5]"
 
 
 def test_the_checkpoint_lines_name_the_environment_steps_played_by_each_checkpoint():

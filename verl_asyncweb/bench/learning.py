@@ -40,6 +40,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -437,22 +438,24 @@ def arm_summaries(record: dict) -> list[str]:
 
 
 ARM_FIGURES = {
-    "steps to success": ("held_out_steps_to_success", 1, "{:.2f}"),
-    "invalid-action rate": ("held_out_invalid_action_rate", 1, "{:.2f}"),
-    "env steps": ("env_steps", 1, "{:.0f}"),
-    "trained traj/h": ("trained_trajs_per_hour", 1, "{:.0f}"),
-    "RL wall min": ("rl_wall_s", 1 / 60, "{:.1f}"),
+    "steps to success": ("held_out_steps_to_success", 1, "{:.2f}", (0, math.inf)),
+    "invalid-action rate": ("held_out_invalid_action_rate", 1, "{:.2f}", (0, 1)),
+    "env steps": ("env_steps", 1, "{:.0f}", (0, math.inf)),
+    "trained traj/h": ("trained_trajs_per_hour", 1, "{:.0f}", (0, math.inf)),
+    "RL wall min": ("rl_wall_s", 1 / 60, "{:.1f}", (0, math.inf)),
 }
-"""Per-run figures that :func:`arm_figure_rows` pools per arm: results.json key, scale, format."""
+"""Per-run figures that :func:`arm_figure_rows` pools per arm: results.json key, scale, format, the values the
+figure can take."""
 
 
 def arm_figure_rows(record: dict) -> list[str]:
     """Per arm, the mean over its seeds of each per-run figure of :data:`ARM_FIGURES` with its 95% Student t
-    interval (one value a seed: a bootstrap over two or three would be no wider than their range); ``n/a`` where no
-    seed recorded it, no interval with one seed, and ``(of N)`` where only N of the arm's seeds recorded it."""
+    interval (one value a seed: a bootstrap over two or three would be no wider than their range), cut to the values
+    the figure can take (which keeps its coverage); ``n/a`` where no seed recorded it, no interval with one seed, and
+    ``(of N)`` where only N of the arm's seeds recorded it."""
     from verl_asyncweb.compare.confidence import seed_interval
 
-    def cell(runs: list[dict], key: str, scale: float, fmt: str) -> str:
+    def cell(runs: list[dict], key: str, scale: float, fmt: str, bounds: tuple[float, float]) -> str:
         values = [run[key] * scale for run in runs if run.get(key) is not None]
         if not values:
             return "n/a"
@@ -461,6 +464,7 @@ def arm_figure_rows(record: dict) -> list[str]:
         if len(values) == 1:
             return fmt.format(mean) + fewer
         low, high = seed_interval(values)
+        low, high = max(low, bounds[0]), min(high, bounds[1])
         return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]{fewer}"
 
     lines = [
