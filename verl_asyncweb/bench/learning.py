@@ -791,7 +791,8 @@ def main(argv: list[str]) -> int:
     warm = json.loads((model / WARM_START_FILE).read_text())
     digest = weights_digest(model)
     check_weights(earlier, digest, args.out / "results.json", made_here)
-    if earlier.get("warm_start_digest") == digest and all(key in earlier for key in HELD_OUT_BEFORE):
+    same_weights = earlier.get("warm_start_digest") == digest
+    if same_weights and all(key in earlier for key in HELD_OUT_BEFORE):
         # The same weights, evaluated when the kept runs were: their gains are read against that draw.
         held_out_before = {key: earlier[key] for key in HELD_OUT_BEFORE}
     else:
@@ -807,7 +808,7 @@ def main(argv: list[str]) -> int:
         figures = (before["success"], before["success_by_task"], before.get("steps_to_success_by_task"))
         held_out_before = dict(zip(HELD_OUT_BEFORE, (*figures, _outcomes(before)), strict=True))
     stage_times = {"demo_s": manifest["record_s"], "warm_start_s": warm["train_s"]}
-    if made_here and earlier.get("warm_start_digest") == digest:
+    if made_here and same_weights:
         # Made again the same: the record keeps the times of the stages its runs came from.
         logger.info("made again here in %.0f s (demonstrations) and %.0f s (warm start)", *stage_times.values())
         stage_times = {key: earlier.get(key, value) for key, value in stage_times.items()}
