@@ -209,6 +209,8 @@ def test_the_bench_pools_seeds_per_arm_and_marks_the_differences_its_intervals_r
     assert f"| [{0.55 - half:+.3f}, {0.55 + half:+.3f}] | yes |" in row["rl"]
     # control: two seeds (0.00, 0.10), one degree of freedom: its drop of 0.05 is not resolved.
     assert row["control"].endswith("| no |") and "(2 seeds) | -0.050 [" in row["control"]
+    # Its Welch interval, -0.050 +- 12.706 * 0.05, is cut where the rate would drop below 0 (0.1 below the warm start).
+    assert "| [-0.100, +0.585] | no |" in row["control"]
     # vanilla: one seed resolves nothing, whatever its bootstrap interval over episodes says.
     assert row["vanilla"].endswith("| one seed | no |")
     assert row["rl − control"].endswith("| yes |") and row["rl − vanilla"].endswith("| one seed | no |")

@@ -37,6 +37,24 @@ def test_welchs_interval_over_the_seed_means_matches_the_hand_computation():
     assert (gain.seed_low, gain.seed_high) == pytest.approx((0.2 - half, 0.2 + half), abs=1e-5)
 
 
+def test_welchs_interval_is_cut_to_the_differences_a_rate_allows():
+    # Two seeds far apart (t with one degree of freedom is 12.7): uncut, Welch's reaches past what a success rate
+    # allows, below -0.075 for a gain over a fixed 7.5% and past +-1 between two arms.
+    spread = [[1.0] * 29 + [0.0] * 71, [1.0] * 14 + [0.0] * 86]
+    uncut = difference_interval(spread, [[1.0] * 3 + [0.0] * 37], fixed_second=True)
+    assert uncut.seed_low < -0.075 and uncut.seed_high > 0.925
+    gain = difference_interval(spread, [[1.0] * 3 + [0.0] * 37], fixed_second=True, bounds=(0, 1))
+    assert (gain.seed_low, gain.seed_high) == pytest.approx((-0.075, 0.925))
+    assert (gain.mean, gain.low, gain.high, gain.resolved) == (uncut.mean, uncut.low, uncut.high, uncut.resolved)
+    between = difference_interval(spread, [[1.0] * 9 + [0.0] * 91, [1.0] * 40 + [0.0] * 60], bounds=(0, 1))
+    assert (between.seed_low, between.seed_high) == (-1.0, 1.0) and not between.resolved
+    # A narrow interval inside the bounds is left as it is.
+    close = [[1.0] * 24 + [0.0] * 76, [1.0] * 25 + [0.0] * 75]
+    assert difference_interval(close, [[0.0] * 40], fixed_second=True, bounds=(0, 1)).seed_low == pytest.approx(
+        difference_interval(close, [[0.0] * 40], fixed_second=True).seed_low
+    )
+
+
 def test_a_difference_is_resolved_only_when_the_seeds_agree_with_the_bootstrap():
     # Two seeds a side, 0.6/0.8 against 0.2/0.4 over 80 episodes each: every seed-level resample keeps the first
     # ahead, so the bootstrap excludes zero, but two seeds a side leave Welch's interval (df 2) across it.

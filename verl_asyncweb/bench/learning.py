@@ -408,7 +408,7 @@ def _outcomes(evaluation: dict) -> list[float]:
 def arm_summaries(record: dict) -> list[str]:
     """Per arm: mean held-out success over its seeds with a 95% interval, and its gain over the warm start (one
     fixed model); then each pair of arms' difference, marked resolved when its bootstrap interval and Welch's over
-    the seeds both exclude zero (:mod:`verl_asyncweb.compare.confidence`)."""
+    the seeds both exclude zero (:mod:`verl_asyncweb.compare.confidence`; Welch's cut to what a success rate allows)."""
     from verl_asyncweb.compare.confidence import difference_interval, mean_interval
 
     by_arm = {
@@ -423,7 +423,7 @@ def arm_summaries(record: dict) -> list[str]:
         "| --- | --- | --- | --- | --- |",
     ]
     for arm, samples in by_arm.items():
-        gain = difference_interval(samples, before, fixed_second=True)
+        gain = difference_interval(samples, before, fixed_second=True, bounds=(0, 1))
         lines.append(f"| {arm} | {mean_interval(samples).format()} | {gain.format_difference()} |")
     pairs = list(itertools.combinations(by_arm, 2))
     if pairs:
@@ -433,7 +433,9 @@ def arm_summaries(record: dict) -> list[str]:
             "| --- | --- | --- | --- |",
         ]
         for a, b in pairs:
-            lines.append(f"| {a} − {b} | {difference_interval(by_arm[a], by_arm[b]).format_difference()} |")
+            lines.append(
+                f"| {a} − {b} | {difference_interval(by_arm[a], by_arm[b], bounds=(0, 1)).format_difference()} |"
+            )
     return lines
 
 

@@ -145,9 +145,13 @@ def difference_interval(
     resamples: int = RESAMPLES,
     seed: int = 0,
     fixed_second: bool = False,
+    bounds: tuple[float, float] | None = None,
 ) -> Interval:
     """``mean(first) - mean(second)``, its bootstrap interval (the two variants resampled independently) and its
-    Welch interval over the seeds' means (:func:`welch_interval`)."""
+    Welch interval over the seeds' means (:func:`welch_interval`). ``bounds``: the values a sample can take (a
+    success rate's 0 and 1); Welch's interval is then cut to the differences they allow (with two seeds its t of 12.7
+    reaches far past them), which keeps its coverage and whether it excludes zero. The bootstrap's stays inside
+    them by construction."""
     a, b = _clean(first), _clean(second)
     rng = np.random.default_rng(seed)
     replicates = _resampled_means(a, rng, resamples) - _resampled_means(b, rng, resamples)
@@ -156,4 +160,12 @@ def difference_interval(
     welch = welch_interval(a, b, level, fixed_second)
     if welch is None:
         return bootstrap
-    return replace(bootstrap, seed_low=welch[0], seed_high=welch[1])
+    low, high = welch
+    if bounds is not None:
+        smallest, largest = bounds
+        if fixed_second:  # one fixed reference: only the first variant's mean can move
+            reference = float(np.mean([v.mean() for v in b]))
+            low, high = max(low, smallest - reference), min(high, largest - reference)
+        else:
+            low, high = max(low, smallest - largest), min(high, largest - smallest)
+    return replace(bootstrap, seed_low=low, seed_high=high)
