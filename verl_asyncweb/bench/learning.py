@@ -465,8 +465,7 @@ def arm_figure_rows(record: dict) -> list[str]:
         fewer = f" (of {len(values)})" if len(values) < len(runs) else ""
         if len(values) == 1:
             return fmt.format(mean) + fewer
-        low, high = seed_interval(values)
-        low, high = max(low, bounds[0]), min(high, bounds[1])
+        low, high = seed_interval(values, bounds=bounds)
         return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]{fewer}"
 
     lines = [

@@ -114,10 +114,16 @@ def mean_interval(samples: Samples, level: float = LEVEL, resamples: int = RESAM
 
 
 def welch_interval(
-    first: list[np.ndarray], second: list[np.ndarray], level: float = LEVEL, fixed_second: bool = False
+    first: list[np.ndarray],
+    second: list[np.ndarray],
+    level: float = LEVEL,
+    fixed_second: bool = False,
+    bounds: tuple[float, float] | None = None,
 ) -> tuple[float, float] | None:
     """Welch's t interval of the difference of the two variants' seed means (``fixed_second``: ``second`` is one
-    fixed reference, no seed spread); None when a variant that has seed spread has one seed."""
+    fixed reference, no seed spread); None when a variant that has seed spread has one seed. ``bounds``: the values
+    a sample can take (a success rate's 0 and 1); the interval is then cut to the differences they allow (with two
+    seeds its t of 12.7 reaches far past them), which keeps its coverage and whether it excludes zero."""
     a = np.array([values.mean() for values in first])
     b = np.array([values.mean() for values in second])
     if len(a) < 2 or (len(b) < 2 and not fixed_second):
@@ -130,12 +136,22 @@ def welch_interval(
         return difference, difference
     freedom = variance**2 / sum(part**2 / dof for part, dof in zip(parts, degrees, strict=True) if part > 0)
     half = float(stats.t.ppf(1 - (1 - level) / 2, freedom) * np.sqrt(variance))
-    return difference - half, difference + half
+    low, high = difference - half, difference + half
+    if bounds is not None:
+        smallest, largest = bounds
+        if fixed_second:  # one fixed reference: only the first variant's mean can move
+            low, high = max(low, smallest - b.mean()), min(high, largest - b.mean())
+        else:
+            low, high = max(low, smallest - largest), min(high, largest - smallest)
+    return float(low), float(high)
 
 
-def seed_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
-    """Student's t interval of the mean of one value per seed (two or more): Welch's against a fixed 0."""
-    return welch_interval([np.array([value]) for value in values], [np.zeros(1)], level, fixed_second=True)
+def seed_interval(
+    values: Sequence[float], level: float = LEVEL, bounds: tuple[float, float] | None = None
+) -> tuple[float, float]:
+    """Student's t interval of the mean of one value per seed (two or more): Welch's against a fixed 0, cut to
+    ``bounds``."""
+    return welch_interval([np.array([value]) for value in values], [np.zeros(1)], level, True, bounds)
 
 
 def difference_interval(
@@ -148,24 +164,14 @@ def difference_interval(
     bounds: tuple[float, float] | None = None,
 ) -> Interval:
     """``mean(first) - mean(second)``, its bootstrap interval (the two variants resampled independently) and its
-    Welch interval over the seeds' means (:func:`welch_interval`). ``bounds``: the values a sample can take (a
-    success rate's 0 and 1); Welch's interval is then cut to the differences they allow (with two seeds its t of 12.7
-    reaches far past them), which keeps its coverage and whether it excludes zero. The bootstrap's stays inside
-    them by construction."""
+    Welch interval over the seeds' means (:func:`welch_interval`, cut to ``bounds``; the bootstrap's stays inside
+    them by construction)."""
     a, b = _clean(first), _clean(second)
     rng = np.random.default_rng(seed)
     replicates = _resampled_means(a, rng, resamples) - _resampled_means(b, rng, resamples)
     point = float(np.mean([v.mean() for v in a]) - np.mean([v.mean() for v in b]))
     bootstrap = _interval(point, replicates, len(a) + len(b), sum(v.size for v in a) + sum(v.size for v in b), level)
-    welch = welch_interval(a, b, level, fixed_second)
+    welch = welch_interval(a, b, level, fixed_second, bounds)
     if welch is None:
         return bootstrap
-    low, high = welch
-    if bounds is not None:
-        smallest, largest = bounds
-        if fixed_second:  # one fixed reference: only the first variant's mean can move
-            reference = float(np.mean([v.mean() for v in b]))
-            low, high = max(low, smallest - reference), min(high, largest - reference)
-        else:
-            low, high = max(low, smallest - largest), min(high, largest - smallest)
-    return replace(bootstrap, seed_low=low, seed_high=high)
+    return replace(bootstrap, seed_low=welch[0], seed_high=welch[1])
