@@ -31,8 +31,6 @@ never reads (it requires ``SNOW_INSTANCE_*``; without them WorkArena would fetch
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import importlib.metadata
 import logging
 import os
@@ -40,8 +38,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the scripts' shared helper, also when loaded by path
+from wheel_metadata import rewrite_wheel  # noqa: E402
 
 VERSION = "0.14.3"
 CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints" / "cpu.txt"
@@ -102,37 +102,16 @@ def _pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], check=True)
 
 
-def _digest(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def relax(wheel: Path, out_dir: Path) -> Path:
     """A copy of browsergym-core's wheel whose METADATA drops the Playwright pin and the MCP requirement."""
-    out = out_dir / wheel.name
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
-        names = source.namelist()
-        metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
-        record = next(name for name in names if name.endswith(".dist-info/RECORD"))
-        lines = []
-        for line in source.read(metadata).decode().splitlines():
-            if line.startswith(DROPPED):
-                continue
-            lines.append(RELAXED.get(line, line))
-        if not any(line.startswith("Requires-Dist: playwright>=") for line in lines):
+
+    def edit(lines: list[str]) -> list[str]:
+        kept = [RELAXED.get(line, line) for line in lines if not line.startswith(DROPPED)]
+        if not any(line.startswith("Requires-Dist: playwright>=") for line in kept):
             raise SystemExit(f"{wheel.name}: no 'playwright==1.44' requirement to relax; is it {VERSION}?")
-        new_metadata = ("\n".join(lines) + "\n").encode()
-        rows = []
-        for row in source.read(record).decode().splitlines():
-            path = row.split(",", 1)[0]
-            rows.append(f"{path},{_digest(new_metadata)},{len(new_metadata)}" if path == metadata else row)
-        for name in names:
-            if name == metadata:
-                target.writestr(name, new_metadata)
-            elif name == record:
-                target.writestr(name, "\n".join(rows) + "\n")
-            else:
-                target.writestr(name, source.read(name))
-    return out
+        return kept
+
+    return rewrite_wheel(wheel, out_dir, edit)
 
 
 def shadowed(folder: Path) -> list[str]:

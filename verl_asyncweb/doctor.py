@@ -196,6 +196,8 @@ def _workaround_checks() -> list[Check]:
 
     checks = []
     for workaround in WORKAROUNDS:
+        if not workaround.available():
+            continue  # its target's package (vLLM) is not installed here: nothing to work around
         try:
             needed = workaround.still_needed()
             detail = "" if needed else "verl changed: the line this workaround targets is gone"

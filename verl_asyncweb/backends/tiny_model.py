@@ -5,7 +5,8 @@ the tokenizer is trained from ``corpus/web_agent_corpus.txt`` shipped in this pa
 from a fixed seed. Sizes (:data:`MODEL_SIZES`): ``tiny`` (Qwen2.5-VL, hidden 64, 2 layers: the pipeline's smoke
 model), ``small`` (hidden 256, 4 layers, a wider vision tower: large enough to learn MiniWoB++ tasks from
 demonstrations and RL on a CPU) and ``qwen3-tiny`` (the GPU recipes' family, Qwen3-VL: 16-pixel patches, deepstack
-visual features, interleaved mrope; hidden 64, 2 layers). ``python -m verl_asyncweb.backends.tiny_model [DIR]
+visual features, interleaved mrope; hidden 64, 2 layers), and ``tiny-vllm`` / ``qwen3-tiny-vllm``, the same two
+with 32-wide attention heads, which vLLM's CPU attention serves. ``python -m verl_asyncweb.backends.tiny_model [DIR]
 [--size small]`` builds one and prints the path.
 """
 
@@ -99,6 +100,12 @@ MODEL_SIZES = {
     ),
     # Qwen3-VL merges 2x2 patches of 16 pixels: the same pixel budget in 32-pixel tokens.
     "qwen3-tiny": TinyModelSpec(family="qwen3_vl", max_pixels=256 * 32 * 32, min_pixels=4 * 32 * 32),
+    # vLLM's CPU attention takes heads of 32 and more (it refuses 16: "Unsupported CPU attention configuration"):
+    # the same weight shapes as tiny and qwen3-tiny, split into 2 query heads and 1 KV head of 32.
+    "tiny-vllm": TinyModelSpec(num_attention_heads=2, num_key_value_heads=1),
+    "qwen3-tiny-vllm": TinyModelSpec(
+        family="qwen3_vl", max_pixels=256 * 32 * 32, min_pixels=4 * 32 * 32, num_attention_heads=2, num_key_value_heads=1
+    ),
 }
 """Named model sizes; every size shares the tokenizer and processor settings."""
 

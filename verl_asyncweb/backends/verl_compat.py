@@ -1,4 +1,4 @@
-"""Run-time workarounds of verl internals: the only place the plugin touches them.
+"""Run-time workarounds of verl internals (and of vLLM's CPU backend): the only place the plugin touches them.
 
 Each workaround names the verl line it works around and checks that the line is still there (so a verl upgrade
 that fixes or moves it fails loudly in ``tests/backends/test_verl_compat.py`` instead of silently misbehaving).
@@ -19,6 +19,16 @@ CPU only:
   cycle (pi_prox of its later local updates) as ``shard.detach().cpu()``, which on CPU is the parameter's own
   storage: the next update changes the "saved" weights too, and pi_prox comes from the updated ones. The saved
   shards are copies.
+- ``cpu_replica_device_ids`` (where vLLM is installed): ``vLLMReplica.launch_servers`` asks each rollout worker for
+  ``get_accelerator_ids()[get_resource_name()][0]``, and Ray lists accelerators only, never ``CPU``: a KeyError
+  before any vLLM server starts. On the cpu platform Ray's answer gains ``CPU: ["0"]``; verl only uses the id as
+  the server's visible-devices variable (``VERL_ASYNCWEB_VISIBLE_CPUS``), which nothing reads.
+- ``vllm_cpu_live_weights`` (in vLLM's processes): vLLM's CPU backend packs every linear layer's weight into a
+  oneDNN handle once the model is loaded and replaces the weight with an empty tensor
+  (``dispatch_cpu_unquantized_gemm``), so the weights verl syncs after each update have nowhere to go ("Attempted to
+  load weight (torch.Size([96, 32])) into parameter (torch.Size([0]))"), and the LM head's handle would keep the
+  first weights. Linear layers keep their weights and multiply by them as they are (``torch.nn.functional.linear``,
+  vLLM's own fallback), so each sync lands in place. Slower GEMMs, which the tiny CPU models do not notice.
 
 Every platform:
 
@@ -66,6 +76,22 @@ class Workaround:
     expected_source: str
     apply: Callable[[], None]
     cpu_only: bool = True
+    needs: str = ""
+    """A package the target's module imports: the workaround applies (and is checked) only where it is installed."""
+    loaded_only: bool = False
+    """Apply only in processes that have already imported ``needs`` (vLLM's own processes, not the trainer's)."""
+    replaces_target: bool = True
+    """False when ``apply`` replaces something else than the target (whose module is then never imported to
+    apply it: importing verl's vLLM server module imports vLLM, seconds and memory in every process)."""
+
+    def available(self) -> bool:
+        import importlib.util
+
+        import sys
+
+        if self.loaded_only:
+            return self.needs in sys.modules
+        return not self.needs or importlib.util.find_spec(self.needs) is not None
 
     def target(self):
         import importlib
@@ -133,6 +159,31 @@ def _patch_cpu_model_copy() -> None:
         return {name: (shard.clone(), spec) for name, (shard, spec) in state.items()}, global_spec
 
     fsdp_utils.fsdp2_sharded_save_to_cpu = save_copies_to_cpu
+
+
+def _patch_cpu_replica_device_ids() -> None:
+    from ray.runtime_context import RuntimeContext
+
+    ray_accelerator_ids = RuntimeContext.get_accelerator_ids
+
+    def accelerator_ids_with_cpu(self) -> dict[str, list[str]]:
+        return {**ray_accelerator_ids(self), "CPU": ["0"]}
+
+    RuntimeContext.get_accelerator_ids = accelerator_ids_with_cpu
+
+
+def _patch_vllm_cpu_live_weights() -> None:
+    import torch.nn.functional as F
+    import vllm.model_executor.layers.utils as vllm_layer_utils
+
+    vllm_dispatch = vllm_layer_utils.dispatch_cpu_unquantized_gemm
+
+    def dispatch_live_weight_gemm(layer: torch.nn.Module, remove_weight: bool) -> None:
+        if layer.weight.is_meta or layer.weight.ndim != 2:
+            return vllm_dispatch(layer, remove_weight)
+        layer.cpu_linear = F.linear
+
+    vllm_layer_utils.dispatch_cpu_unquantized_gemm = dispatch_live_weight_gemm
 
 
 class _FlushTolerantLogger(logging.LoggerAdapter):
@@ -254,6 +305,24 @@ WORKAROUNDS = (
         apply=_patch_cpu_model_copy,
     ),
     Workaround(
+        name="cpu_replica_device_ids",
+        module="verl.workers.rollout.vllm_rollout.vllm_async_server",
+        attribute="vLLMReplica.launch_servers",
+        expected_source="ray.get_runtime_context().get_accelerator_ids()[get_resource_name()][0]",
+        apply=_patch_cpu_replica_device_ids,
+        needs="vllm",
+        replaces_target=False,
+    ),
+    Workaround(
+        name="vllm_cpu_live_weights",
+        module="vllm.model_executor.layers.utils",
+        attribute="dispatch_cpu_unquantized_gemm",
+        expected_source="layer.weight = torch.nn.Parameter(torch.empty(0), requires_grad=False)",
+        apply=_patch_vllm_cpu_live_weights,
+        needs="vllm",
+        loaded_only=True,
+    ),
+    Workaround(
         name="separate_async_logger",
         module="verl.trainer.ppo.v1.trainer_separate_async",
         attribute="PPOTrainerSeparateAsync._setup",
@@ -305,8 +374,9 @@ def apply_workarounds() -> list[str]:
         )
     on_cpu = cpu_platform_selected()
     for workaround in WORKAROUNDS:
-        if workaround.name not in _applied and (on_cpu or not workaround.cpu_only):
-            _originals[workaround.name] = workaround.target()
+        if workaround.name not in _applied and (on_cpu or not workaround.cpu_only) and workaround.available():
+            if workaround.replaces_target:
+                _originals[workaround.name] = workaround.target()
             workaround.apply()
             _applied.add(workaround.name)
     return sorted(_applied)
