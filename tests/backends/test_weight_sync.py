@@ -64,3 +64,32 @@ def test_weight_sync_makes_server_logits_equal_trainer_logits(ray_cluster, tiny_
 def test_build_topology_requires_exactly_one_publisher():
     with pytest.raises(AssertionError, match="exactly one trainer rank"):
         RayObjectStoreCheckpointEngine.build_topology(1, 1, [{"mailbox": None}, {"mailbox": None}])
+
+
+@pytest.mark.parametrize("ipc", [True, False])
+def test_tensors_over_the_bucket_reach_the_adapter_on_the_device_where_ipc_exists(ray_cluster, monkeypatch, ipc):
+    import verl_asyncweb.backends.weight_sync as weight_sync
+
+    # verl's bucketed sender sends a tensor over its bucket by its own IPC handle, which for a CPU tensor the vLLM
+    # worker cannot rebuild (tests/vllm_cpu/test_vllm_compat.py shows the IndexError). "meta" stands in for the rollout
+    # worker's GPU: a device other than the CPU that this machine has.
+    monkeypatch.setattr(weight_sync, "is_support_ipc", lambda: ipc)
+    monkeypatch.setattr(weight_sync, "get_device_name", lambda: "meta")
+    sender = RayObjectStoreCheckpointEngine(bucket_size=64, is_master=True)
+    receiver = RayObjectStoreCheckpointEngine(bucket_size=64)
+    _connect(sender, receiver)
+    weights = {"small": torch.ones(16), "large": torch.ones(17)}  # 64 and 68 bytes in fp32
+
+    async def sync():
+        _, received = await asyncio.gather(
+            sender.send_weights(iter(weights.items()), global_steps=1),
+            _collect(receiver.receive_weights(global_steps=1)),
+        )
+        return received
+
+    devices = {name: tensor.device.type for name, tensor in asyncio.run(sync())}
+    assert devices == {"small": "cpu", "large": "meta" if ipc else "cpu"}
+
+
+async def _collect(weights):
+    return [item async for item in weights]

@@ -37,6 +37,13 @@ def test_the_one_gpu_check_needs_a_gpu_but_not_vllm(tmp_path):
     assert "vllm" not in out and "cupy" not in out
 
 
+def test_the_vllm_cpu_check_needs_the_vllm_environment_and_no_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASYNCWEB_VLLM_VENV", str(tmp_path / "no-venv"))
+    out = _gpu_check_without_cuda(tmp_path, "--vllm-cpu").stdout
+    assert f"[FAIL] vllm (rollout server (vLLM's CPU build)): not installed (no interpreter at {tmp_path}" in out
+    assert "CUDA device" not in out and "cupy" not in out
+
+
 def test_episodes_of_a_killed_run_are_read_up_to_the_cut_line(tmp_path):
     from verl_asyncweb.run_folder import RunFolder
 

@@ -104,7 +104,11 @@ MODEL_SIZES = {
     # the same weight shapes as tiny and qwen3-tiny, split into 2 query heads and 1 KV head of 32.
     "tiny-vllm": TinyModelSpec(num_attention_heads=2, num_key_value_heads=1),
     "qwen3-tiny-vllm": TinyModelSpec(
-        family="qwen3_vl", max_pixels=256 * 32 * 32, min_pixels=4 * 32 * 32, num_attention_heads=2, num_key_value_heads=1
+        family="qwen3_vl",
+        max_pixels=256 * 32 * 32,
+        min_pixels=4 * 32 * 32,
+        num_attention_heads=2,
+        num_key_value_heads=1,
     ),
 }
 """Named model sizes; every size shares the tokenizer and processor settings."""

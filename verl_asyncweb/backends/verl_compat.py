@@ -86,7 +86,6 @@ class Workaround:
 
     def available(self) -> bool:
         import importlib.util
-
         import sys
 
         if self.loaded_only:

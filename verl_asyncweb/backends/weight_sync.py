@@ -5,6 +5,13 @@ engine needs neither: every trainer rank drains the parameter generator (FSDP ga
 collectively), rank 0 puts the state dict into the object store and publishes the reference, tagged with the
 weight version, in a small mailbox actor; each rollout worker fetches the newest version and hands the tensors to
 its server adapter. For the tiny CPU model a sync takes ~0.1 s.
+
+A tensor larger than verl's transfer bucket (``update_weights_bucket_megabytes``) is handed to verl's vLLM
+adapter on the rollout worker's device where the platform has CUDA IPC: verl's ``BucketedWeightSender`` sends
+such a tensor on its own, by its IPC handle, and the handle of a CPU tensor is a file descriptor that the vLLM
+worker's ``rebuild_ipc`` cannot rebuild (it indexes the handle's 7th field: an IndexError in the vLLM worker
+while the sender waits for its reply forever). Without IPC (the cpu platform's shared memory) verl refuses such
+a tensor; ``verl_asyncweb.main`` checks the bucket before anything starts (``backends.vllm_cpu``).
 """
 
 import asyncio
@@ -16,6 +23,7 @@ from typing import Any
 import ray
 import torch
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
+from verl.utils.device import get_device_name, is_support_ipc
 from verl.workers.rollout.utils import ensure_async_iterator
 
 from verl_asyncweb.backends.weight_mailbox import WeightMailbox
@@ -31,11 +39,13 @@ class RayObjectStoreCheckpointEngine(CheckpointEngine):
     """Checkpoint engine for CPU clusters; see the module docstring.
 
     Args:
-        bucket_size: unused (the state dict moves whole); kept for verl's constructor contract.
+        bucket_size: verl's transfer bucket in bytes; larger tensors are handed over on the device (module
+            docstring).
         is_master: True on trainer rank 0, the only rank that publishes.
     """
 
     def __init__(self, bucket_size: int = 0, is_master: bool = False, **kwargs: Any) -> None:
+        self.bucket_size = bucket_size
         self.is_master = is_master
         self._mailbox_name: str | None = None
         self._mailbox = None
@@ -80,5 +90,8 @@ class RayObjectStoreCheckpointEngine(CheckpointEngine):
     async def receive_weights(self, global_steps: int | None = None) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
         _, refs = await asyncio.wait_for(self._mailbox.fetch.remote(global_steps), timeout=FETCH_TIMEOUT_S)
         state_dict = await refs[0]
+        on_device = self.bucket_size > 0 and is_support_ipc()
         for name, tensor in state_dict.items():
+            if on_device and tensor.nbytes > self.bucket_size:
+                tensor = tensor.to(get_device_name())
             yield name, tensor
