@@ -353,6 +353,7 @@ RECIPE_TABLE = {
     "gpu_check": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
     "gpu_check_1gpu": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
     "gpu_check_vllm_1gpu": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
+    "cpu_vllm": ("sync", "multistep_grpo", "const", 10, "decoupled_ppo", False),
 }
 
 

