@@ -367,6 +367,7 @@ class WebAgentLoop(AgentLoopBase):
         if prompt_ids is None:
             state.context_overflow = True
             return None
+        generate_started = time.perf_counter()
         output = await self.server_manager.generate(
             request_id=uuid.uuid4().hex,
             prompt_ids=prompt_ids,
@@ -375,6 +376,7 @@ class WebAgentLoop(AgentLoopBase):
             # The prompt's image tokens were built with these; the server must process the images the same way.
             **({"mm_processor_kwargs": plain_dict(self.mm_processor_kwargs)} if self.mm_processor_kwargs else {}),
         )
+        generate_s = time.perf_counter() - generate_started
         response_ids = list(output.token_ids)[: self.response_length]
         log_probs = list(output.log_probs or [])[: len(response_ids)]
         response_ids, log_probs = drop_dangling_vision_start(response_ids, log_probs, self.vision_start_id)
@@ -404,6 +406,8 @@ class WebAgentLoop(AgentLoopBase):
                 "action_result": result.info,
                 "invalid_reason": result.info if result.invalid_action else None,
                 "response_tokens": len(response_ids),
+                # The server call's wall time (queueing behind other requests included): bench rollout_servers.
+                "generate_s": round(generate_s, 4),
                 "response": text,
                 "elements": observation.accessibility_text if self.agent_config.shows_elements else None,
                 "stuck": stuck,

@@ -3,9 +3,10 @@
 Both arms are ``cpu_vllm`` runs in the vLLM environment (the same interpreter, model, tasks, seeds and steps; sync
 rollout, so each step's generation is timed on its own), one after the other in one invocation: ``vllm`` as the
 recipe is, ``hf`` with ``actor_rollout_ref.rollout.name=hf``. Reported per arm: trajectories finished per hour over
-the steps after the first, generated tokens per second of generation (the episodes' response tokens over verl's
-``timing_s/gen``), the median step's generation time, the time to the first step, and the rollout's agreement with
-the trainer (largest |log pi_prox - log pi_rollout| over every token of every step).
+the steps after the first, generated tokens per second of a server call (each agent step's response tokens over its
+call's wall time, queueing behind the other requests in flight included: the episodes' ``generate_s``), the median
+call's time, the time to the first step, and the rollout's agreement with the trainer (largest
+|log pi_prox - log pi_rollout| over every token of every step).
 """
 
 from __future__ import annotations
@@ -46,14 +47,13 @@ def run_arm(python: Path, name: str, out_dir: Path, steps: int) -> dict:
     metrics = folder.read_metrics()
     later = [metrics[step] for step in sorted(metrics) if step > 1]
     window_s = metrics[max(metrics)]["asyncweb/wall_s"] - metrics[1]["asyncweb/wall_s"]
-    tokens = sum(step.get("response_tokens", 0) for episode in folder.read_episodes() for step in episode["steps"])
-    generation_s = sum(step.get("timing_s/gen", 0.0) for step in metrics.values())
+    calls = [step for episode in folder.read_episodes() for step in episode["steps"] if "generate_s" in step]
     diffs = [diff for diff in map(largest_log_ratio, metrics.values()) if diff is not None]
     return {
         "arm": name,
         "trajs_per_hour": sum(step.get("asyncweb/trajectories", 0) for step in later) / max(window_s, 1e-6) * 3600,
-        "tokens_per_s": tokens / max(generation_s, 1e-6),
-        "gen_s_median": statistics.median(step.get("timing_s/gen", 0.0) for step in metrics.values()),
+        "tokens_per_s": sum(c["response_tokens"] for c in calls) / max(sum(c["generate_s"] for c in calls), 1e-6),
+        "generate_s_median": statistics.median(call["generate_s"] for call in calls),
         "first_step_s": metrics[1]["asyncweb/wall_s"],
         "wall_s": wall_s,
         "log_prob_diff_max": max(diffs) if len(diffs) == len(metrics) else None,
@@ -62,12 +62,12 @@ def run_arm(python: Path, name: str, out_dir: Path, steps: int) -> dict:
 
 def table(results: list[dict]) -> str:
     lines = [
-        "| arm | traj/h | generated tokens/s | generation s (median step) | first step s | wall s "
+        "| arm | traj/h | generated tokens/s per call | server call s (median) | first step s | wall s "
         "| max abs log-prob diff |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines.extend(
-        f"| {r['arm']} | {r['trajs_per_hour']:.0f} | {r['tokens_per_s']:.0f} | {r['gen_s_median']:.1f} "
+        f"| {r['arm']} | {r['trajs_per_hour']:.0f} | {r['tokens_per_s']:.0f} | {r['generate_s_median']:.2f} "
         f"| {r['first_step_s']:.0f} | {r['wall_s']:.0f} | {_diff(r['log_prob_diff_max'])} |"
         for r in results
     )
