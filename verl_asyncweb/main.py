@@ -151,6 +151,7 @@ def load_config(argv: list[str], allow_missing: bool = False, check_tasks: bool 
         except (TypeError, ValueError) as exc:
             raise SetupError(str(exc)) from exc
     apply_staleness(cfg, cfg.asyncweb.staleness, invocation.overrides)
+    check_step_counts(cfg)
     check_parameter_sync_step(cfg)
     check_micro_batches(cfg)
     check_data_parallel(cfg)
@@ -201,10 +202,15 @@ def check_model_path(cfg: DictConfig, asyncweb) -> None:
     Recipes leave it ``null``: a ``???`` placeholder would not survive composition, since merging a missing value
     onto verl's default (``~/models/deepseek-llm-7b-chat``) keeps the default.
     """
-    if asyncweb.build_tiny_model:
-        return
-    if OmegaConf.select(cfg, MODEL_PATH_KEY, default=None, throw_on_missing=False) in (None, "", "???"):
+    path = OmegaConf.select(cfg, MODEL_PATH_KEY, default=None, throw_on_missing=False)
+    if path in (None, "", "???"):
+        if asyncweb.build_tiny_model:
+            return
         raise SetupError(f"recipe {asyncweb.recipe!r} needs {MODEL_PATH_KEY}=PATH (a Hugging Face model folder)")
+    # A path given is the model (recipes that build the tiny model use it instead), so it must be one.
+    if not (Path(path).expanduser() / "config.json").is_file():
+        what = "does not exist" if not Path(path).expanduser().exists() else "has no config.json"
+        raise SetupError(f"{MODEL_PATH_KEY}={path} {what}: pass a Hugging Face model folder")
 
 
 def check_gpus(cfg: DictConfig) -> None:
@@ -240,6 +246,14 @@ def apply_staleness(cfg: DictConfig, eta: int, overrides: list[str]) -> None:
 
 
 SYNC_STEP_KEY = "trainer.v1.separate_async.parameter_sync_step"
+
+
+def check_step_counts(cfg: DictConfig) -> None:
+    """Step and epoch counts that would train nothing (verl runs Ray for a minute and finishes 0 steps)."""
+    for key in ("trainer.total_training_steps", "trainer.total_epochs"):
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise SetupError(f"{key} must be a positive integer (or null for verl's default), got {value!r}")
 
 
 def check_parameter_sync_step(cfg: DictConfig) -> None:
@@ -419,7 +433,7 @@ def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
     from verl_asyncweb.task_dataset import write_task_dataset
 
     OmegaConf.set_struct(cfg, False)
-    if asyncweb.build_tiny_model:
+    if asyncweb.build_tiny_model and cfg.actor_rollout_ref.model.path in (None, ""):
         from verl_asyncweb.backends.tiny_model import build_tiny_model
 
         cfg.actor_rollout_ref.model.path = str(build_tiny_model(size=asyncweb.tiny_model_size))

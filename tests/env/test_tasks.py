@@ -66,6 +66,9 @@ def test_webgym_jsonl_loads_fields_and_step_budgets(tmp_path):
     assert train[0].rubric[0].description == "Shows the opening hours page"
     assert train[0].reference_answer == "9-17" and train[0].slice == "medium"
     assert train[1].start_url == "https://shop.example"
+    (tmp_path / "ported").mkdir()
+    ported = write_jsonl(tmp_path / "ported", [webgym_row(website="localhost:8000/shop")])
+    assert load_tasks(str(ported))[0].start_url == "https://localhost:8000/shop"
     assert [t.max_steps for t in load_tasks(path, split="test")] == [50, 70]
 
 
@@ -79,6 +82,10 @@ def test_webgym_jsonl_loads_fields_and_step_budgets(tmp_path):
         (webgym_row(task_id="t2", evaluator_reference=[{}]), r"tasks.jsonl:2: field 'evaluator_reference\[0\]"),
         (webgym_row(task_id="t1"), r"tasks.jsonl:2: field 'task_id' repeats"),
         (webgym_row(task_id="t2", website=""), r"tasks.jsonl:2: field 'website' must not be empty"),
+        *(
+            (webgym_row(task_id="t2", website=url), r"tasks.jsonl:2: field 'website' must be an http\(s\) URL")
+            for url in ("file:///etc/passwd", "javascript:alert(1)", "data:text/html,<b>x</b>", "ftp://files.example")
+        ),
     ],
 )
 def test_bad_webgym_line_names_line_number_and_field(tmp_path, row_or_line, message):

@@ -1,5 +1,6 @@
 """A newcomer's bad input to the tools gets one line on stderr and exit code 2: no traceback, nothing started."""
 
+import json
 import subprocess
 import sys
 
@@ -79,3 +80,34 @@ def test_checks_that_need_no_verl_answer_before_it_is_imported(override, message
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["False", "True"], done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.total_training_steps=-3"], "trainer.total_training_steps must be a positive integer"),
+        (["trainer.total_epochs=0"], "trainer.total_epochs must be a positive integer"),
+        # cpu_smoke builds the tiny model unless a path is given: a given path is the model, never replaced.
+        (["actor_rollout_ref.model.path=/nonexistent/model"], "model.path=/nonexistent/model does not exist"),
+        (
+            ["recipe=laptop_learning", "actor_rollout_ref.model.path=/nonexistent/model"],
+            "model.path=/nonexistent/model does not exist",
+        ),
+    ],
+)
+def test_runs_that_would_train_nothing_or_another_model_are_refused_before_ray(overrides, message, tmp_path):
+    done = _run("verl_asyncweb.main", *overrides, f"trainer.default_local_dir={tmp_path}/run")
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("verl_asyncweb: ")]
+    assert len(lines) == 1 and message in lines[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr
+
+
+def test_a_webgym_task_that_is_not_on_the_web_is_refused_naming_its_line(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    row = {"task_id": "t1", "task_name": "Read it.", "website": "file:///etc/passwd", "difficulty": 1}
+    tasks.write_text(json.dumps({**row, "evaluator_reference": [{"description": "x"}]}) + "\n")
+    done = _run("verl_asyncweb.main", f"asyncweb.tasks.train=[{tasks}]", f"trainer.default_local_dir={tmp_path}/run")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"{tasks}:1: field 'website' must be an http(s) URL or a host name" in done.stderr
+    assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr

@@ -62,9 +62,11 @@ class AsyncWebConfig(BaseConfig):
         recipe: Name of the recipe that produced this config (set by ``verl_asyncweb.main``).
         platform: ``cpu`` selects this plugin's CPU backend in every process; ``auto`` keeps verl's own
             accelerator detection (cuda, npu).
-        build_tiny_model: Build an offline tiny Qwen-VL and use it as ``actor_rollout_ref.model.path``.
+        build_tiny_model: Build an offline tiny Qwen-VL and use it as ``actor_rollout_ref.model.path`` when no
+            path is given.
         tiny_model_size: Which one (:data:`~verl_asyncweb.backends.tiny_model.MODEL_SIZES`): ``tiny``
-            (Qwen2.5-VL), ``small``, or ``qwen3-tiny`` (the GPU recipes' Qwen3-VL family).
+            (Qwen2.5-VL), ``small``, ``qwen3-tiny`` (the GPU recipes' Qwen3-VL family), or ``tiny-vllm`` /
+            ``qwen3-tiny-vllm`` (32-wide heads, which vLLM's CPU attention serves).
         rollout_mode: ``async`` overlaps rollout with training (the paper); ``sync`` pauses generation from the
             moment a batch is sampled until the new weights are synced (WebGym's synchronous baseline).
         staleness: The staleness bound eta: the most weight versions a trained trajectory may lag the policy it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +50,10 @@ def load_webgym_tasks(path: str | Path, split: str = "train", allowed_origins: t
     return tasks
 
 
+_OTHER_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(?!\d)")
+"""A URL that names a scheme (``file:``, ``javascript:``, ``data:``, ``ftp://``): not a host followed by a port."""
+
+
 def _parse_line(path: Path, lineno: int, line: str, split: str, origins: tuple[str, ...]) -> Task:
     where = f"{path}:{lineno}"
     try:
@@ -60,7 +65,12 @@ def _parse_line(path: Path, lineno: int, line: str, split: str, origins: tuple[s
     task_id = str(_field(row, where, "task_id", (str, int)))
     instruction = _field(row, where, "task_name", str)
     website = _field(row, where, "website", str)
-    if urlsplit(website).scheme not in ("http", "https"):
+    scheme = urlsplit(website).scheme.lower()
+    if scheme not in ("http", "https"):
+        # A scheme other than the web's (file:, javascript:, data:, ftp://) is refused; a host name, with a port
+        # (localhost:8000) or a path, gets https:// in front.
+        if _OTHER_SCHEME.match(website):
+            raise TaskFileError(f"{where}: field 'website' must be an http(s) URL or a host name, got {website!r:.80}")
         website = "https://" + website
     difficulty = _field(row, where, "difficulty", int)
     rubric_rows = _field(row, where, "evaluator_reference", list)
