@@ -101,6 +101,8 @@ def test_cli_prints_the_prediction(capsys):
         (["--profile", "gpu_paper", "--sweep", "gpu_split=48"], "gpu_split must be ROLLOUT_GPUS:TRAINER_GPUS"),
         (["--profile", "no_such_profile"], "--profile must be a profile file or one of"),
         (["--profile", "gpu_paper", "staleness"], "overrides must be KEY=VALUE, got 'staleness'"),
+        # Answered at once: a million replicas would simulate for hours without a line of output.
+        (["--profile", "gpu_paper", "rollout.gpus=1000000"], "rollout.gpus must be at most 4096 (4096 replicas"),
     ],
 )
 def test_cli_bad_input_exits_2_naming_the_key(capsys, argv, message):

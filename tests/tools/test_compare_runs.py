@@ -41,6 +41,17 @@ def test_compare_cli_two_runs_writes_table_and_pngs_matching_metrics(two_runs, t
     assert "success rate, final" in printed and "norm_const" in printed
 
 
+def test_compare_with_one_run_says_there_is_nothing_to_compare_it_to(two_runs, tmp_path, capsys):
+    assert main([str(two_runs[0]), "--out", str(tmp_path / "cmp")]) == 0
+    assert (
+        capsys.readouterr()
+        .out.rstrip()
+        .endswith(
+            "one run: the report holds its own figures, with nothing to compare them to (give two or more RUN_DIRs)"
+        )
+    )
+
+
 def test_compare_markdown_cells_equal_formatted_metric_values(two_runs, tmp_path):
     runs = [load_run(p) for p in two_runs]
     markdown = render_markdown(build_table(runs))

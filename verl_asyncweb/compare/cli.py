@@ -100,4 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return refuse(parser.prog, str(err))
     _emit(report.terminal)
     _emit(_summary_line(report))
+    if len(runs) == 1:
+        _emit("one run: the report holds its own figures, with nothing to compare them to (give two or more RUN_DIRs)")
     return 0

@@ -164,6 +164,10 @@ class EnvCost(_Section):
         self._non_negative("step_s", "episode_end_s")
 
 
+MAX_REPLICAS = 4096
+"""The most rollout replicas the planner simulates."""
+
+
 @dataclass(frozen=True)
 class RolloutCost(_Section):
     """Rollout servers (``rollout:``).
@@ -199,6 +203,14 @@ class RolloutCost(_Section):
             self._key("gpus"),
             self.gpus,
             f"a multiple of rollout.gpus_per_replica ({self.gpus_per_replica})",
+        )
+        # The simulator plays every replica's requests: 4096 replicas take ~2 s, a million would take hours.
+        require(
+            self.replicas <= MAX_REPLICAS,
+            self._key("gpus"),
+            self.gpus,
+            f"at most {MAX_REPLICAS * self.gpus_per_replica} ({MAX_REPLICAS} replicas, each simulated; plan a slice "
+            "of a larger cluster)",
         )
 
     @property
