@@ -478,6 +478,7 @@ def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> 
     # An environment variable is a string: a recipe's `VAR: 1` or an override `...env_vars.VAR=0` means "1" or "0"
     # (Ray refuses anything else with a TypeError).
     runtime_env["env_vars"].update({name: str(value) for name, value in (user_env.get("env_vars") or {}).items()})
+    check_visible_devices(runtime_env["env_vars"])
     os.environ.update(env)
     # What every worker gets, this process gets too: on the CPU platform verl's task runner runs here.
     for name, value in runtime_env["env_vars"].items():
@@ -493,6 +494,18 @@ def start_ray(cfg: DictConfig, env: dict[str, str], console: ConsoleLogging) -> 
     console.quiet_libraries()
     console.link_ray_logs()
     return workers_may_differ(starts_local_cluster, user_env)
+
+
+def check_visible_devices(env_vars: dict[str, str]) -> None:
+    """A recipe that lists its devices (the shared-GPU recipe's ``"0,0"``: one entry per Ray GPU slot) starts its
+    Ray node with them; a different list exported in this shell would win here and Ray would refuse the node."""
+    wanted, exported = env_vars.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_VISIBLE_DEVICES")
+    if wanted is not None and exported is not None and exported != wanted:
+        raise SetupError(
+            f"CUDA_VISIBLE_DEVICES={exported} is exported, but the recipe starts Ray with {wanted!r} (one entry per "
+            "Ray GPU slot): unset it, or run python -m verl_asyncweb.gpu_check --vllm-one-gpu, which lists the first "
+            "visible GPU once per slot"
+        )
 
 
 def workers_may_differ(starts_local_cluster: bool, user_runtime_env: dict) -> bool:

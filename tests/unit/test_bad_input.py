@@ -1,6 +1,7 @@
 """A newcomer's bad input to the tools gets one line on stderr and exit code 2: no traceback, nothing started."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -110,4 +111,22 @@ def test_a_webgym_task_that_is_not_on_the_web_is_refused_naming_its_line(tmp_pat
     done = _run("verl_asyncweb.main", f"asyncweb.tasks.train=[{tasks}]", f"trainer.default_local_dir={tmp_path}/run")
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"{tasks}:1: field 'website' must be an http(s) URL or a host name" in done.stderr
+    assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr
+
+
+def test_an_exported_device_list_the_shared_gpu_recipe_cannot_start_ray_with_is_refused(tmp_path):
+    # The recipe gives Ray two GPU slots on one device ("0,0"); an exported CUDA_VISIBLE_DEVICES=0 used to win in
+    # the driver, and Ray refused its node with a traceback.
+    env = {key: value for key, value in os.environ.items() if key != "VERL_PLATFORM"} | {"CUDA_VISIBLE_DEVICES": "0"}
+    command = [sys.executable, "-m", "verl_asyncweb.main", "recipe=gpu_check_vllm_1gpu"]
+    done = subprocess.run(
+        [*command, f"trainer.default_local_dir={tmp_path}/run"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("verl_asyncweb: ")]
+    assert lines == [
+        "verl_asyncweb: CUDA_VISIBLE_DEVICES=0 is exported, but the recipe starts Ray with '0,0' (one entry per "
+        "Ray GPU slot): unset it, or run python -m verl_asyncweb.gpu_check --vllm-one-gpu, which lists the first "
+        "visible GPU once per slot"
+    ]
     assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr
