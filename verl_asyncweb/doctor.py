@@ -159,7 +159,32 @@ def gpu_checks() -> list[Check]:
         ok = wanted is None or version == wanted
         detail = version if ok else f"{version}, verl[vllm]==0.9.1 pins {wanted}"
         checks.append(Check(f"{package} (GPU stack)", ok, detail, fix))
-    return checks
+    return checks + compute_mode_checks()
+
+
+def compute_mode_checks() -> list[Check]:
+    """The GPUs' compute mode, from ``nvidia-smi`` (none where it is not installed). A GPU in ``Exclusive_Process``
+    mode takes one CUDA context, and a rollout GPU holds several: verl's rollout worker (its weight bucket) and
+    vLLM's engine, and on the one-GPU recipe the trainer too."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    query = ["nvidia-smi", "--query-gpu=index,compute_mode", "--format=csv,noheader"]
+    result = subprocess.run(query, capture_output=True, text=True, timeout=30, check=False)
+    if result.returncode != 0:
+        return [Check("GPU compute mode", False, f"nvidia-smi failed: {result.stderr.strip()[:200]}")]
+    modes = dict(line.split(",", 1) for line in result.stdout.strip().splitlines() if "," in line)
+    exclusive = sorted(index.strip() for index, mode in modes.items() if "exclusive" in mode.lower())
+    return [
+        Check(
+            "GPU compute mode allows several processes",
+            not exclusive,
+            f"GPU {', '.join(exclusive)} in exclusive-process mode (one CUDA context each), but verl's rollout worker "
+            "and vLLM share a rollout GPU, and on one GPU the trainer too"
+            if exclusive
+            else f"{len(modes)} GPU(s), none exclusive",
+            "nvidia-smi -i INDEX -c DEFAULT as root, or ask the cluster's admins for shared compute mode",
+        )
+    ]
 
 
 def _installed_fonts() -> list[str]:

