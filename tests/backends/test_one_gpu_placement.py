@@ -107,3 +107,17 @@ def test_without_the_doubled_device_list_the_rollout_pool_lands_on_a_device_that
     assert "trainer (['0'], '0')" in out
     assert "rollout worker (['1'], '1')" in out
     assert "vLLM server pinned to ['1']" in out
+
+
+def test_the_trainer_is_set_up_before_the_standalone_vllm_servers_start():
+    # gpu_check_vllm_1gpu puts the trainer and vLLM on one GPU: vLLM sizes its pool from the memory free when its
+    # engine starts, after the trainer's workers hold theirs. verl 0.9.1 starts the standalone servers once the
+    # trainer's set-up has returned, with a TODO to run the two in parallel: this fails when that order changes.
+    import inspect
+
+    from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
+
+    source = inspect.getsource(PPOTrainerSeparateAsync._setup)
+    trainer_setup, servers = source.find("super()._setup()"), source.find("LLMServerManager.create(")
+    assert 0 <= trainer_setup < servers, "verl's separate-async set-up no longer starts the trainer first"
+    assert "gather(" not in source and "ThreadPool" not in source, "the trainer and the servers start in parallel"

@@ -23,3 +23,11 @@ def test_the_vllm_cpu_check_passes(tmp_path):
     diffs = [float(value) for value in re.findall(r"\d+: ([0-9.e+-]+)", agreement)]
     assert len(diffs) == 3 and max(diffs) < LOG_PROB_DIFF_MAX, agreement
     print(f"gpu_check --vllm-cpu: largest |log pi_prox - log pi_vllm| per step: {agreement}")
+
+
+def test_a_run_past_its_time_limit_fails_saying_how_to_give_it_more(tmp_path):
+    command = [sys.executable, "-m", "verl_asyncweb.gpu_check", "--vllm-cpu", "--timeout-s", "2", "--out"]
+    done = subprocess.run([*command, str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-4000:]
+    assert "[FAIL] run finished: timed out after" in done.stdout
+    assert "fix: rerun with a longer --timeout-s (this one was 2): a first run compiles kernels" in done.stdout
