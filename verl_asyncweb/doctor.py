@@ -62,6 +62,7 @@ def _registry_lookups(cpu_engines: bool) -> dict[str, bool]:
         "policy loss decoupled_ppo": "decoupled_ppo" in core_algos.POLICY_LOSS_REGISTRY,
         "advantage estimator multistep_grpo": "multistep_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY,
         "advantage estimator multistep_reinforce": "multistep_reinforce" in core_algos.ADV_ESTIMATOR_REGISTRY,
+        "advantage estimator raftpp": "raftpp" in core_algos.ADV_ESTIMATOR_REGISTRY,
         "agent loop web_agent": "web_agent" in _agent_loop_registry,
         "trainer asyncweb": "asyncweb" in TRAINER_REGISTRY,
         "rollout replica hf": "hf" in RolloutReplicaRegistry._registry,

@@ -21,8 +21,10 @@ def test_registrations_present_in_driver_and_point_at_our_code():
     from verl_asyncweb.algo.losses import compute_policy_loss_decoupled_ppo
     from verl_asyncweb.trainer.asyncweb_trainer import AsyncWebTrainer
 
-    failed = [c.name for c in registration_checks(cpu=True) if not c.ok]
-    assert failed == []
+    checks = registration_checks(cpu=True)
+    assert [c.name for c in checks if not c.ok] == []
+    estimators = {c.name.removeprefix("advantage estimator ") for c in checks if c.name.startswith("advantage")}
+    assert estimators == {"multistep_grpo", "multistep_reinforce", "raftpp"}
     assert core_algos.get_policy_loss_fn("decoupled_ppo") is compute_policy_loss_decoupled_ppo
     assert get_trainer_cls("asyncweb") is AsyncWebTrainer
     assert _agent_loop_registry["web_agent"]["_target_"] == "verl_asyncweb.agent.loop.WebAgentLoop"
