@@ -399,6 +399,12 @@ def format_summary(summary: dict, steps: dict[int, dict], run_root: Path, comman
         lines.append(f"{name}{first:.2f} (step {first_step}) -> {last:.2f} (step {last_step})")
     if not _first_and_last(steps, names.SUCCESS_RATE):
         lines.append("  success       no trajectory finished")
+    elif all(data.get(names.SUCCESS_RATE, 0) == 0 for data in steps.values()):
+        # What a newcomer sees on the random tiny model (cpu_smoke): pg_loss 0 and a tiny grad_norm look broken.
+        lines += [
+            "  no episode succeeded, so every group's advantages are 0: pg_loss is 0 and only an entropy",
+            "  bonus (if any) moves the weights; expected of a model that has not learned the tasks (the tiny one)",
+        ]
     rate = _first_and_last(steps, names.TRAJS_PER_HOUR)
     if rate is not None:
         lines.append(f"  traj/h        {rate[1][1]:.0f}")

@@ -77,6 +77,11 @@ def test_summary_shows_first_and_last_success_throughput_folder_and_next_command
     for command in ("verl_asyncweb.viewer", "verl_asyncweb.compare", "verl_asyncweb.evaluate", "recipe=cpu_smoke"):
         assert command in text
     assert "no trajectory finished" in format_summary(summary, {1: {}}, tmp_path, "python -m verl_asyncweb.main")
+    assert "advantages are 0" not in text
+    unrewarded = {step: {names.SUCCESS_RATE: 0.0} for step in (1, 2, 3)}
+    assert "no episode succeeded, so every group's advantages are 0: pg_loss is 0" in format_summary(
+        summary, unrewarded, tmp_path, "python -m verl_asyncweb.main"
+    )
 
 
 def test_resume_command_pastes_into_a_shell_in_short_lines_without_browser_tokens():
