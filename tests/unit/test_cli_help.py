@@ -57,3 +57,16 @@ def test_main_help_gives_every_recipe_whole_sentences():
         what, hardware = recipe_summary(files[name])
         assert what.endswith(".") and hardware.endswith("."), (name, what, hardware)
         assert "README" not in what + hardware and "runs/" not in what + hardware, name
+
+
+def test_bench_env_help_answers_without_importing_verl():
+    # Asked as a newcomer asks it: importing verl takes ~8 s on 2 cores, and --help needs none of it.
+    probe = (
+        "import runpy, sys; sys.argv = ['bench', 'env', '--help']\n"
+        "try:\n    runpy.run_module('verl_asyncweb.bench', run_name='__main__')\n"
+        "except SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
+        "print('verl imported' if 'verl' in sys.modules else 'no verl')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage: python -m verl_asyncweb.bench env" in done.stdout and done.stdout.rstrip().endswith("no verl")

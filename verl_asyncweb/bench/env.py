@@ -39,7 +39,7 @@ import psutil
 from aiohttp import web
 
 from verl_asyncweb.env.actions import LeftClick
-from verl_asyncweb.env.config import DEFAULT_CHROMIUM_ARGS, LOOPBACK_ONLY_ARGS, BrowserPoolConfig
+from verl_asyncweb.env.chromium import DEFAULT_CHROMIUM_ARGS, LOOPBACK_ONLY_ARGS  # not env.config: --help needs no verl
 from verl_asyncweb.env.tasks.task import Task
 
 STEPS = 10
@@ -123,7 +123,7 @@ class Strategies:
     async def start(self) -> None:
         from playwright.async_api import async_playwright
 
-        from verl_asyncweb.env import BrowserPool
+        from verl_asyncweb.env import BrowserPool, BrowserPoolConfig
 
         self.pw = await async_playwright().start()
         self.browsers = [await self._launch() for _ in range(BROWSERS)]
@@ -231,7 +231,7 @@ def format_table(results: dict, sizes: list[int], rounds: int, episodes: int) ->
 
 
 async def run_soak(minutes: float, concurrency: int, executable: str) -> str:
-    from verl_asyncweb.env import BrowserPool
+    from verl_asyncweb.env import BrowserPool, BrowserPoolConfig
 
     runner, url = await serve_page()
     before = chromium_pids()
@@ -324,7 +324,7 @@ async def _replay_prefix(pool, session, case: dict) -> None:
 
 async def run_fork_benchmark(rounds: int, executable: str) -> dict:
     """Median ms of snapshot / restore / reset / prefix replay per case, from ``rounds`` interleaved rounds."""
-    from verl_asyncweb.env import BrowserPool
+    from verl_asyncweb.env import BrowserPool, BrowserPoolConfig
 
     runner, url = await serve_page()
     config = BrowserPoolConfig(
@@ -407,7 +407,7 @@ def tree_pss_mb(root: int) -> float:
 async def run_capacity(rounds: int, episodes: int, sizes: list[int], executable: str) -> dict:
     """Local launch vs remote endpoints side by side, and per-page memory; returns the measurements."""
     from verl_asyncweb.browser_server import BrowserServer
-    from verl_asyncweb.env import BrowserPool
+    from verl_asyncweb.env import BrowserPool, BrowserPoolConfig
 
     runner, url = await serve_page()
     servers = [BrowserServer(executable_path=executable, loopback_only=True) for _ in range(BROWSERS)]
@@ -520,6 +520,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pages-per-browser", type=int, default=GPU_RECIPE_PAGES_PER_BROWSER)
     parser.add_argument("--out", type=Path, default=None, help="--fork/--capacity: write the measurements as JSON")
     args = parser.parse_args(argv)
+    from verl_asyncweb.env import BrowserPoolConfig
+
     executable = BrowserPoolConfig(executable_path=args.executable_path).resolve_executable()
     if args.fork:
         result = asyncio.run(run_fork_benchmark(args.rounds, executable))
