@@ -248,6 +248,17 @@ def apply_staleness(cfg: DictConfig, eta: int, overrides: list[str]) -> None:
 SYNC_STEP_KEY = "trainer.v1.separate_async.parameter_sync_step"
 
 
+def check_task_count(cfg: DictConfig, train_tasks: int) -> None:
+    """verl's sampler drops the last incomplete batch: fewer training tasks than a step's prompt groups give zero
+    batches an epoch, and verl divides by that a minute after start (ZeroDivisionError)."""
+    groups = cfg.data.get("gen_batch_size") or cfg.data.train_batch_size
+    if train_tasks < groups:
+        raise SetupError(
+            f"asyncweb.tasks.train gives {train_tasks} training task(s), fewer than the {groups} prompt groups a step "
+            f"samples (data.train_batch_size={cfg.data.train_batch_size}): add tasks or lower data.train_batch_size"
+        )
+
+
 def check_step_counts(cfg: DictConfig) -> None:
     """Step and epoch counts that would train nothing (verl runs Ray for a minute and finishes 0 steps)."""
     for key in ("trainer.total_training_steps", "trainer.total_epochs"):
@@ -438,6 +449,7 @@ def prepare_inputs(cfg: DictConfig, asyncweb, run: RunFolder) -> None:
 
         cfg.actor_rollout_ref.model.path = str(build_tiny_model(size=asyncweb.tiny_model_size))
     train, val = task_sets(asyncweb.tasks)
+    check_task_count(cfg, len(train))
     cfg.data.train_files = str(write_task_dataset(train, run.data_dir / "train.parquet"))
     cfg.data.val_files = str(write_task_dataset(val, run.data_dir / "val.parquet", split="val"))
     cfg.trainer.default_local_dir = str(run.root)

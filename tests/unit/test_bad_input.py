@@ -130,3 +130,17 @@ def test_an_exported_device_list_the_shared_gpu_recipe_cannot_start_ray_with_is_
         "visible GPU once per slot"
     ]
     assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr
+
+
+def test_fewer_training_tasks_than_a_steps_prompt_groups_are_refused(tmp_path):
+    # verl would divide by its zero batches an epoch a minute after start (ZeroDivisionError).
+    one_task = "asyncweb.tasks.train=[miniwob:click-test]"
+    run_dir = f"trainer.default_local_dir={tmp_path}/run"
+    done = _run("verl_asyncweb.main", one_task, "asyncweb.tasks.miniwob_instances=1", run_dir)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("verl_asyncweb: ")]
+    assert lines == [
+        "verl_asyncweb: asyncweb.tasks.train gives 1 training task(s), fewer than the 2 prompt groups a step samples "
+        "(data.train_batch_size=2): add tasks or lower data.train_batch_size"
+    ]
+    assert "Traceback" not in done.stderr and "Started a local Ray instance" not in done.stdout + done.stderr

@@ -1,5 +1,6 @@
 """Every recipe composes into verl's trainer config and validates on CPU (GPU recipes included)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -257,15 +258,24 @@ def test_a_recipe_without_its_model_path_names_the_key(recipe, tmp_path, capsys)
 
 
 def test_gpu_recipe_on_a_machine_without_gpus_stops_naming_the_counts(tmp_path):
+    from verl_asyncweb.backends.tiny_model import build_tiny_model
+
     # Before: verl waited for the 64 GPUs' Ray resources until the job was killed.
+    # A step's 16 prompt groups need 16 tasks (main refuses fewer before Ray starts): the example's two, 8 times.
+    example = (Path(__file__).resolve().parents[2] / "examples" / "webgym_tasks_example.jsonl").read_text().splitlines()
+    rows = [json.loads(line) | {"task_id": f"{json.loads(line)['task_id']}-{i}"} for line in example for i in range(8)]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = subprocess.run(
         [
             sys.executable,
             "-m",
             "verl_asyncweb.main",
             "recipe=webgym_qwen3vl8b_async",
-            *GPU_VALUES[:3],
-            "asyncweb.tasks.train=[examples/webgym_tasks_example.jsonl]",
+            # A model folder that exists (main checks the path before Ray starts): the GPU family's offline one.
+            f"actor_rollout_ref.model.path={build_tiny_model(size='qwen3-tiny')}",
+            *GPU_VALUES[1:3],
+            f"asyncweb.tasks.train=[{tasks}]",
             f"trainer.default_local_dir={tmp_path}/run",
             "ray_kwargs.ray_init.num_cpus=2",
         ],
