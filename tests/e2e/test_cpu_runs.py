@@ -11,6 +11,7 @@ and its agent-loop worker process are killed, and the judge of its WebGym task a
 import asyncio
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,7 @@ from e2e_runs import (
 from omegaconf import OmegaConf
 
 from verl_asyncweb.bench.episodes import last_attempt
+from verl_asyncweb.trainer.checkpoint_rows import TRAINED_ROWS_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.browser]
 
@@ -483,6 +485,41 @@ def test_resume_restores_the_data_cursor_optimizer_and_scheduler(async_run):
     assert extra["lr_scheduler"]["last_epoch"] == last * cycle and set(extra["rng"]) >= {"cpu", "numpy", "random"}
 
 
+def _transfer_queue_rows(checkpoint: Path) -> dict[str, dict]:
+    """The rows of the ``train`` partition a checkpoint's TransferQueue state holds: key -> {field: value}."""
+    controller = pickle.loads((checkpoint / "transfer_queue" / "controller_state.pkl").read_bytes())
+    key_by_index = {index: key for key, index in controller["partitions"]["train"].keys_mapping.items()}
+    rows: dict[str, dict] = {key: {} for key in key_by_index.values()}
+    for unit in (checkpoint / "transfer_queue" / "simple_storage").glob("*.pkl"):
+        for field, values in pickle.loads(unit.read_bytes())["field_data"].items():
+            for index, value in values.items():
+                if index in key_by_index:
+                    rows[key_by_index[index]][field] = value
+    return rows
+
+
+def test_checkpoints_hold_no_pixels_and_a_resumed_run_no_rows_an_earlier_step_trained(async_run):
+    """verl saves a step's checkpoint before it clears the rows the step trained on: they are saved without their
+    pixels, and the resumed attempt clears them, so that its checkpoints hold only rows of their own step (before,
+    every checkpoint held the trained rows' pixels, ~57 MiB here, and each resume added the rows of the checkpoint
+    it resumed from to every later checkpoint)."""
+    run_dir, saved, last = async_run
+    sizes = []
+    for step in range(1, last + 1):
+        checkpoint = run_dir / f"global_step_{step}"
+        rows = _transfer_queue_rows(checkpoint)
+        with_pixels = [key for key, row in rows.items() if "pixel_values" in (row.get("multi_modal_inputs") or {})]
+        assert not with_pixels, f"step {step}: {len(with_pixels)} rows saved with pixels"
+        trained = {key for key, fields in rows.items() if "advantages" in fields}
+        named = set(json.loads((checkpoint / TRAINED_ROWS_FILE).read_text())["keys"])
+        assert named and trained == named, f"step {step}: trained rows {len(trained)}, this step's {len(named)}"
+        size = sum(path.stat().st_size for path in (checkpoint / "transfer_queue").rglob("*") if path.is_file())
+        sizes.append(size)
+        print(f"global_step_{step}: {len(rows)} rows, {size / 2**20:.2f} MiB of TransferQueue state")
+    # The resumed attempt's checkpoints are no larger than the first attempt's: no rows carried over.
+    assert max(sizes[saved:]) < 2 * max(sizes[:saved]), sizes
+
+
 def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp_path):
     async_run = async_run[0]
     sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
@@ -661,6 +698,14 @@ def test_run_survives_killed_store_killed_worker_and_failing_judge(fault_run):
     assert judged and all(r["env_failed"] for r in judged)
     assert any("judge failed" in " ".join(r["evaluator_reasons"]) for r in judged)
     assert last["asyncweb/env_failures_total"] >= len(judged)
+    # Each step counts the groups its failed episodes cost (verl evicts a group whole): here the judge's groups.
+    failed_groups: dict[int, set[str]] = {}
+    for record in records:
+        if record["env_failed"] and record.get("split") != "val":
+            failed_groups.setdefault(record["global_step"], set()).add(record["group"])
+    logged = {step: data["asyncweb/env_failed_groups"] for step, data in steps.items()}
+    assert logged == {step: len(failed_groups.get(step, ())) for step in steps}, (logged, failed_groups)
+    assert {r["group"] for r in judged} <= set().union(*failed_groups.values())
     # browsergym:miniwob.click-button: set up by BrowserGym's task class, scored by its validate, never env-failed
     # but where a killed worker took its group.
     browsergym = [r for r in records if r["task_id"].startswith("browsergym/miniwob.click-button/")]

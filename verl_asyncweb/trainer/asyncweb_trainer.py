@@ -16,6 +16,8 @@ hooks:
 - ``on_train_begin`` / ``prepare_step`` / ``on_sample_end``: with ``asyncweb.rollout_mode=sync`` no batch is
   prefetched, every group of the cycle finishes before its first local update, and generation pauses then
   (WebGym's way), resuming with the weight sync of ``on_step_end``;
+- ``_save_checkpoint`` / ``_load_checkpoint``: checkpoints hold no pixels, and a resumed run clears the rows the
+  checkpoint's step trained on (:mod:`~verl_asyncweb.trainer.checkpoint_rows`);
 - ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step;
   ``perf/throughput`` counts no GPU for an ``hf`` rollout server (it runs on CPU);
 - ``on_init_end`` / ``fit``: verl's first weight sync, which waits for the rollout servers to load, runs in the
@@ -25,6 +27,7 @@ hooks:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +40,7 @@ from transfer_queue import KVBatchMeta
 from verl.protocol import DataProto
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
 from verl.trainer.ppo.v1.replay_buffer import _accumulate_eviction_metrics
+from verl.trainer.ppo.v1.trainer_base import _count_tq_prompt_groups as count_tq_prompt_groups
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.workers.utils.padding import response_to_nested
@@ -47,6 +51,7 @@ from verl_asyncweb.algo.trajectories import (
     traj_ids_from_batch_keys,
 )
 from verl_asyncweb.compare import metric_names as names
+from verl_asyncweb.trainer.checkpoint_rows import clear_trained_rows, drop_pixels, write_trained_rows
 from verl_asyncweb.trainer.pixels import PixelStats, as_list, pixel_dtype
 from verl_asyncweb.trainer.pixels_ahead import PixelRebuild, rows_sampled_next
 
@@ -76,6 +81,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self._pixel_seconds = 0.0
         self._optimizer_steps = 0
         self._pixels: PixelRebuild | None = None
+        self._trained: KVBatchMeta | None = None  # the rows of the latest step, until verl clears them
         from verl_asyncweb.agent.screenshots import ScreenshotClient
 
         # Created here, in the long-lived trainer process, so that the store lives as long as the job; it starts
@@ -145,13 +151,34 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         last = self.global_steps >= self.total_training_steps
         return save_freq > 0 and (last or self.global_steps % save_freq == 0)
 
+    def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
+        self._trained = super().step(metrics, timing_raw)
+        return self._trained
+
     def _save_checkpoint(self):
+        """No pixels in a checkpoint: neither of rows built ahead nor of the rows this step trained on, which verl
+        clears only after the save (:mod:`~verl_asyncweb.trainer.checkpoint_rows`)."""
         if self._pixels is not None:
             live_rows = set(self.replay_buffer.partitions["train"])
             unbuilt = self._pixels.unbuild_ahead(live_rows)
             if unbuilt:
                 logger.info("checkpoint: %d rows built ahead are saved without their pixels", unbuilt)
-        return super()._save_checkpoint()
+        if self._trained is not None:
+            drop_pixels(self._trained.keys, self._trained.partition_id)
+        super()._save_checkpoint()
+        if self._trained is not None:
+            write_trained_rows(self._checkpoint_dir(self.global_steps), self._trained)
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        if self.global_steps > 0:
+            folder = self.config.trainer.resume_from_path if self.config.trainer.resume_mode == "resume_path" else None
+            if clear_trained_rows(folder or self._checkpoint_dir(self.global_steps)):
+                self._restored_tq_prompt_count = count_tq_prompt_groups()
+
+    def _checkpoint_dir(self, global_steps: int) -> str:
+        """verl's folder of the checkpoint of ``global_steps``."""
+        return os.path.join(os.path.abspath(self.config.trainer.default_local_dir), f"global_step_{global_steps}")
 
     # ------------------------------------------------------------------ advantages
 

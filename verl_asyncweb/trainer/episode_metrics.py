@@ -108,6 +108,7 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
     if updates:  # every local update of the cycle
         overlap = sum(busy_fraction(intervals, start, end) * (end - start) for start, end in updates)
         metrics[names.OVERLAP_GENERATION_DURING_UPDATE] = overlap
+    metrics[names.ENV_FAILED_GROUPS] = float(len({e["group"] for e in episodes if e["env_failed"]}))
     metrics[names.ENV_FAILURES_TOTAL] = float(drained["totals"]["env_failures"])
     metrics[names.EPISODE_ERRORS_TOTAL] = float(drained["totals"]["episode_errors"])
     pools = drained["pools"]

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field, replace
 
 import ray
 import torch
-import transfer_queue as tq
-from tensordict import NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 
 from verl_asyncweb.config.build import plain_dict
+from verl_asyncweb.trainer.checkpoint_rows import drop_pixels
 from verl_asyncweb.trainer.config import PixelRebuildConfig
 from verl_asyncweb.trainer.pixels import PixelStats, batch_stats, build_pixel_chunk, start_pixel_builders
 
@@ -117,9 +116,7 @@ class PixelRebuild:
         self.settle()
         keys = [key for key in self._ahead.rows if key in live_rows]
         self._ahead.rows.clear()
-        if keys:
-            empty = TensorDict({"multi_modal_inputs": NonTensorStack(*({} for _ in keys))}, batch_size=[len(keys)])
-            tq.kv_batch_put(keys=keys, partition_id=self._ahead.partition_id, fields=empty)
+        drop_pixels(keys, self._ahead.partition_id)
         return len(keys)
 
     def _chunks(self, rows: list[tuple[str, dict]]) -> list[list[tuple[str, dict]]]:
