@@ -28,6 +28,9 @@ MEMORY_KEYSET_KEPT_FRAC = "asyncweb/memory/keyset_kept_frac"
 INVALID_ACTION_RATE = "asyncweb/invalid_action_rate"
 STUCK_RATE = "asyncweb/stuck_rate"
 ENV_FAILURES = "asyncweb/env_failures"
+ENV_FAILED_GROUPS = "asyncweb/env_failed_groups"
+"""Prompt groups with at least one episode failed by the environment (a browser, a judge) since the last step:
+verl's replay buffer evicts each whole group, so a failure costs all ``rollout.n`` trajectories of its group."""
 
 # Asynchrony.
 POLICY_LAG_MEAN = "asyncweb/policy_lag/mean"
@@ -127,6 +130,7 @@ DOCUMENTED_METRICS: dict[str, str] = {
     INVALID_ACTION_RATE: FINISHED,
     STUCK_RATE: FINISHED,
     ENV_FAILURES: EVERY_STEP,
+    ENV_FAILED_GROUPS: EVERY_STEP,
     ENV_FAILURES_TOTAL: EVERY_STEP,
     EPISODE_ERRORS_TOTAL: EVERY_STEP,
     ENV_RELAUNCHES_TOTAL: EVERY_STEP,
