@@ -64,6 +64,11 @@ WORKER_CODE_KEYS = frozenset(
 """``runtime_env`` keys that give Ray workers other packages or code than the driver's."""
 
 
+SKIP_JUDGE_CHECK = "--skip-judge-check"
+JUDGE_PROBE_TIMEOUT_S = 30.0
+"""Bound of the start-up probe of the judge (its ``timeout_s`` when shorter)."""
+
+
 class SetupError(RuntimeError):
     """A problem found before any worker starts; the message says what to change."""
 
@@ -79,11 +84,12 @@ class Invocation:
     resolve: bool = False
     help: bool = False
     verbose: bool = False
+    check_judge: bool = True
 
 
 def parse_argv(argv: list[str]) -> Invocation:
     """``recipe=NAME|FILE``, ``key=value`` overrides, ``--recipe-dir DIR``, ``--cfg job``, ``--resolve``, ``-v``,
-    ``--help``."""
+    ``--skip-judge-check``, ``--help``."""
     invocation, args = Invocation(), list(argv)
     while args:
         arg = args.pop(0)
@@ -102,6 +108,8 @@ def parse_argv(argv: list[str]) -> Invocation:
                 invocation.recipe_dirs.append(value)
         elif arg == "--resolve":
             invocation.resolve = True
+        elif arg == SKIP_JUDGE_CHECK:
+            invocation.check_judge = False
         elif arg in ("-v", "--verbose"):
             invocation.verbose = True
         elif arg in ("-m", "--multirun"):
@@ -431,6 +439,42 @@ def _cached_task_sets(*values) -> tuple[list, list]:
     return run_task_sets(*values)
 
 
+def check_judge(judge, tasks: list, probe: bool) -> None:
+    """Tasks graded by the rubric judge need ``asyncweb.judge``, and the judge must answer a probe request (unless
+    ``--skip-judge-check``): otherwise every such episode is masked and the run waits forever for a group."""
+    judged = list({task.task_id: task for task in tasks if task.evaluator == "judge"}.values())
+    if not judged:
+        return
+    if judge is None:
+        raise SetupError(
+            f"{len(judged)} task(s) ({judged[0].task_id} first) are graded by the rubric judge and asyncweb.judge is "
+            "not set: pass +asyncweb.judge.base_url=http://HOST:PORT/v1 (any OpenAI-compatible endpoint; without + in "
+            "a recipe that has the key)"
+        )
+    if not probe:
+        logger.info("judge at %s not probed (%s)", judge.base_url, SKIP_JUDGE_CHECK)
+        return
+    import asyncio
+    import dataclasses
+
+    from verl_asyncweb.env.evaluators.judge import JudgeError, RubricJudge
+
+    async def ask() -> None:
+        timeout_s = min(judge.timeout_s, JUDGE_PROBE_TIMEOUT_S)
+        async with RubricJudge(dataclasses.replace(judge, timeout_s=timeout_s)) as rubric_judge:
+            await rubric_judge.probe()
+
+    started = time.monotonic()
+    try:
+        asyncio.run(ask())
+    except JudgeError as exc:
+        raise SetupError(
+            f"the judge at {judge.base_url} did not answer a probe request ({exc}): start it or fix "
+            f"asyncweb.judge.base_url; pass {SKIP_JUDGE_CHECK} if only the workers can reach it"
+        ) from None
+    logger.info("judge at %s answered a probe in %.1f s", judge.base_url, time.monotonic() - started)
+
+
 def check_registrations(cpu: bool) -> None:
     from verl_asyncweb.doctor import format_report, registration_checks
 
@@ -573,6 +617,8 @@ def run(argv: list[str], console: ConsoleLogging) -> dict:
     started_at = time.time()
     cfg, asyncweb = load_config(argv, check_tasks=True)
     check_model_path(cfg, asyncweb)
+    train, val = task_sets(asyncweb.tasks)
+    check_judge(asyncweb.judge, [*train, *val], probe=parse_argv(argv).check_judge)
     select_platform(asyncweb)
     cpu = asyncweb.platform == "cpu"
     check_registrations(cpu)
@@ -641,6 +687,7 @@ def usage(recipe_dirs: list[str]) -> str:
         "  --cfg job        print the composed config as it would run (derived keys included) and start nothing",
         "  --resolve        with --cfg job: resolve interpolations",
         "  -v, --verbose    libraries' warnings and Ray workers' output on the console too (else in RUN/logs/)",
+        f"  {SKIP_JUDGE_CHECK}  start without probing the rubric judge (one the driver cannot reach)",
         "  variants of a recipe: python -m verl_asyncweb.compare --sweep",
         "",
         "recipes:",

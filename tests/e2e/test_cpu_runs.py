@@ -644,6 +644,8 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
             # The MiniWoB++ task through BrowserGym's own task class: its episodes go on through the faults.
             f'asyncweb.tasks.train=["browsergym:miniwob.click-button","{tasks_file}"]',
             f"asyncweb.judge={{base_url:'{origin}/v1',max_retries:1,timeout_s:5,retry_backoff_s:0.1}}",
+            # This judge only ever answers errors: main would refuse to start on its failed probe.
+            "--skip-judge-check",
             # Pixels rebuilt by a builder actor, which must also find the lost screenshots in the run folder.
             "asyncweb.pixels.workers=1",
             "asyncweb.pixels.worker_cpus=0",

@@ -41,6 +41,8 @@ ANSWER_PROMPT = (
     'Reply with JSON only: {{"supported": true or false, "blocked": true or false, "reason": "<one sentence>"}}'
 )
 
+PROBE_PROMPT = 'Reply with JSON only: {"ready": true}'
+
 
 class JudgeError(RuntimeError):
     """The judge could not give a verdict (after retries, or on a non-retryable error)."""
@@ -110,6 +112,19 @@ class RubricJudge:
         if final.get("blocked") is True:
             return EvalResult(0.0, False, reasons + ["blocked page detected"], blocked=True)
         return EvalResult(1.0 if success else 0.0, success, reasons)
+
+    async def probe(self) -> dict:
+        """One request without images that the judge must answer with a JSON object, as it answers a rubric call;
+        raises :class:`JudgeError` naming what failed (connection, HTTP status, an unparsable reply)."""
+        body = {
+            "model": self.config.model,
+            "messages": [{"role": "user", "content": PROBE_PROMPT}],
+            "temperature": self.config.temperature,
+        }
+        try:
+            return await self._post(body)
+        except _Retryable as exc:
+            raise JudgeError(str(exc)) from None
 
     async def _ask(self, prompt: str, images: list[bytes]) -> dict:
         content = [{"type": "text", "text": prompt}] + [_image_part(img) for img in images]
