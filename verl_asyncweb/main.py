@@ -28,6 +28,7 @@ from verl_asyncweb.recipes_registry import (
     compose_recipe,
 )
 from verl_asyncweb.run_folder import RUN_DIR_ENV, RunFolder
+from verl_asyncweb.stall_watch import StallWatch
 
 logger = logging.getLogger("verl_asyncweb.main")
 
@@ -71,6 +72,10 @@ JUDGE_PROBE_TIMEOUT_S = 30.0
 
 class SetupError(RuntimeError):
     """A problem found before any worker starts; the message says what to change."""
+
+
+class RunStalled(RuntimeError):
+    """The run was stopped because no group could be trained (:mod:`~verl_asyncweb.stall_watch`)."""
 
 
 @dataclass
@@ -663,9 +668,15 @@ def run(argv: list[str], console: ConsoleLogging) -> dict:
         reporter = StepReporter(
             metrics_path, cfg.trainer.total_training_steps, first_step=done_steps, stream=console.stream
         ).start()
+        watch = StallWatch(asyncweb.stall_timeout_s).start()
         try:
             run_trainer_loop(cfg, console, in_driver=cpu)
+        except KeyboardInterrupt:
+            if watch.cause is None:
+                raise
+            raise RunStalled(f"{watch.cause}; logs: {console.log_dir}") from None
         finally:
+            watch.stop()
             reporter.stop()
     finally:
         console.keep_ray_logs()
@@ -721,6 +732,9 @@ def main(argv: list[str] | None = None) -> int:
     except (RecipeError, SetupError) as exc:
         print(f"verl_asyncweb: {exc}", file=sys.stderr)
         return 2
+    except RunStalled as exc:
+        print(f"verl_asyncweb: stopped: {exc}", file=sys.stderr)
+        return 1
     except BaseException:
         if console.log_dir is not None:
             print(f"verl_asyncweb: the run stopped; its logs are in {console.log_dir}", file=sys.stderr)

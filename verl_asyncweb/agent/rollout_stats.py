@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 import ray
@@ -20,6 +21,7 @@ STATS_ACTOR_NAME = "asyncweb_rollout_stats"
 POOL_STATS_FIELD = "pool_stats"
 """Episode-report field with the reporting worker's browser-pool counters (``{"pool": key, "counters": {...}}``)."""
 _MAX_PENDING = 100_000
+_REASON_CHARS = 200
 
 
 @ray.remote(num_cpus=0)
@@ -32,6 +34,7 @@ class RolloutStats:
         self._totals = {"episodes": 0, "env_failures": 0, "episode_errors": 0}
         self._pools: dict[str, dict[str, int]] = {}  # latest counters of each worker's browser pool
         self.started_at = time.time()
+        self._since_drain = _Window(self.started_at)
 
     def report_episode(self, summary: dict[str, Any]) -> None:
         pool = summary.pop(POOL_STATS_FIELD, None)
@@ -42,6 +45,8 @@ class RolloutStats:
         self._totals["episode_errors"] += int("error" in summary)
         if len(self._episodes) < _MAX_PENDING:
             self._episodes.append(summary)
+        if summary.get("split") != "val":
+            self._since_drain.add(summary)
 
     def report_generation(self, start: float, end: float) -> None:
         if len(self._intervals) < _MAX_PENDING:
@@ -50,6 +55,7 @@ class RolloutStats:
     def drain(self) -> dict[str, Any]:
         episodes, intervals = self._episodes, self._intervals
         self._episodes, self._intervals = [], []
+        self._since_drain = _Window(time.time())
         return {"episodes": episodes, "intervals": intervals, "totals": dict(self._totals), "pools": self.pool_totals()}
 
     def pool_totals(self) -> dict[str, int]:
@@ -62,6 +68,44 @@ class RolloutStats:
 
     def totals(self) -> dict[str, int]:
         return dict(self._totals)
+
+    def since_drain(self) -> dict[str, Any]:
+        """The training episodes reported since the last drain (the last training step): when it was, how many
+        finished and failed by the environment, how many groups had an episode finish with none failed, and the
+        most common failure reasons."""
+        return self._since_drain.report()
+
+
+class _Window:
+    """Counts of the training episodes reported since ``started_at``."""
+
+    def __init__(self, started_at: float) -> None:
+        self.started_at = started_at
+        self.episodes = 0
+        self.failures = 0
+        self.failed_groups: set[str] = set()
+        self.finished_groups: set[str] = set()
+        self.reasons: Counter[str] = Counter()
+
+    def add(self, summary: dict[str, Any]) -> None:
+        self.episodes += 1
+        group = str(summary.get("group"))
+        if summary.get("env_failed"):
+            self.failures += 1
+            self.failed_groups.add(group)
+            reasons = summary.get("evaluator_reasons") or [summary.get("error") or "no reason given"]
+            self.reasons[str(reasons[0])[:_REASON_CHARS]] += 1
+        else:
+            self.finished_groups.add(group)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "since": self.started_at,
+            "episodes": self.episodes,
+            "env_failures": self.failures,
+            "clean_groups": len(self.finished_groups - self.failed_groups),
+            "reasons": self.reasons.most_common(3),
+        }
 
 
 def stats_actor():

@@ -73,6 +73,9 @@ class AsyncWebConfig(BaseConfig):
             updates, counted from the prompt's submission (the paper's ``max_head_offpolicyness``; 0 is
             on-policy). ``verl_asyncweb.main`` sets verl's ``trainer.v1.sampler.max_off_policy_threshold``,
             which counts the versions a trajectory spans, to ``staleness + 1``; older groups are dropped.
+        stall_timeout_s: Seconds without a training step in which not one group finished without an episode failed
+            by the environment (a judge or site down) after which ``verl_asyncweb.main`` stops the run with exit
+            code 1, naming the failures; 0 never stops (the console still reports them after a minute).
         algo: Advantage estimator, step normalizer and behaviour-weight cap.
         agent: Context window, token limits and screenshot store of the ``web_agent`` loop.
         env: Browser pool.
@@ -87,6 +90,7 @@ class AsyncWebConfig(BaseConfig):
     tiny_model_size: str = "tiny"
     rollout_mode: str = "async"
     staleness: int = 2
+    stall_timeout_s: float = 900.0
     algo: AsyncWebAlgoConfig = field(default_factory=AsyncWebAlgoConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     env: BrowserPoolConfig = field(default_factory=BrowserPoolConfig)
@@ -100,6 +104,8 @@ class AsyncWebConfig(BaseConfig):
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"asyncweb.rollout_mode must be one of {list(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
         check_int("asyncweb.staleness", self.staleness, 0)
+        if not isinstance(self.stall_timeout_s, int | float) or self.stall_timeout_s < 0:
+            raise ValueError(f"asyncweb.stall_timeout_s must be a number >= 0, got {self.stall_timeout_s!r}")
         from verl_asyncweb.backends.tiny_model import MODEL_SIZES
 
         if self.tiny_model_size not in MODEL_SIZES:
