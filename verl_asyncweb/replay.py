@@ -135,7 +135,7 @@ def replay(run_dir: str | Path, traj_id: str, step: int, model: str | None = Non
         raise FileNotFoundError(f"{run_dir} is not a run folder (no config.yaml)")
     cfg = OmegaConf.load(run_dir / "config.yaml")
     episode = read_episode(run_dir, traj_id)
-    point = load_point(find_point(run_dir, traj_id, step, episode), run_dir / "episodes" / "screens")
+    point = load_point(find_point(run_dir, traj_id, step, episode), run_dir / "episodes")
     if model is None:
         model_dir = Path(cfg.actor_rollout_ref.model.path)
         responses = recorded_responses(episode, step)

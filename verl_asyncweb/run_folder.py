@@ -6,7 +6,8 @@ Layout (``RUN_DIR`` = ``trainer.default_local_dir``)::
     metrics.jsonl               verl FileLogger lines {"step", "data"} of the first attempt
     metrics.attempt-N.jsonl     the same for resumed attempts N = 1, 2, ... (verl truncates the file it opens)
     data/train.parquet, data/val.parquet
-    episodes/episodes.jsonl     one record per finished episode, screenshots under episodes/screens/
+    episodes/episodes.jsonl     one record per finished episode
+    episodes/screens/KK/KEY.jpg its screenshots, in 256 folders by the key's first two hex digits
     episodes/branch_points/     the shared states of branch rollouts (``<traj_id>@<step>.json``)
     global_step_K/              verl checkpoints
     summary.json                written when a run finishes
@@ -35,10 +36,24 @@ def current_run() -> RunFolder | None:
     return RunFolder(Path(run_dir)) if run_dir else None
 
 
+def screenshot_relpath(key: str) -> str:
+    """A screenshot's path under ``episodes/``: one of 256 folders by the key's first two hex digits, so that a long
+    run's million screenshots are not one flat folder."""
+    return f"screens/{key[:2]}/{key}.jpg"
+
+
+def find_screenshot(episodes_dir: Path, key: str) -> Path:
+    """The screenshot ``key`` under ``episodes_dir``: its sharded path, or the flat ``screens/KEY.jpg`` of run folders
+    written before 2026-12-07 where only that exists."""
+    sharded = episodes_dir / screenshot_relpath(key)
+    flat = episodes_dir / "screens" / f"{key}.jpg"
+    return flat if not sharded.exists() and flat.exists() else sharded
+
+
 def screenshot_path(key: str) -> Path | None:
     """Where a screenshot (by store key) lives in the current run folder; None outside a run."""
     run = current_run()
-    return run.episodes_dir / "screens" / f"{key}.jpg" if run else None
+    return find_screenshot(run.episodes_dir, key) if run else None
 
 
 def branch_point_path(point: str) -> Path | None:

@@ -127,7 +127,7 @@ async def test_members_play_on_from_the_anchors_state(ray_cluster, tiny_model_pa
     assert [len(server.calls) for server in servers] == [2, 1, 2]
     assert group not in await branch.board_actor().open_groups.remote(), "a group all members fetched is forgotten"
 
-    saved = load_point(tmp_path / "episodes" / "branch_points" / f"{point}.json", tmp_path / "episodes" / "screens")
+    saved = load_point(tmp_path / "episodes" / "branch_points" / f"{point}.json", tmp_path / "episodes")
     assert saved.id == point and saved.step == 1 and saved.snapshot.kind == "miniwob"
     assert saved.snapshot.task["task_id"] == task.task_id
     assert len(saved.history) == len(saved.screenshots) == 1 and saved.history[0].screenshot == saved.screenshots[0]

@@ -78,9 +78,7 @@ def _first_steps_by_group(run_dir: Path) -> dict[str, dict[bool, list[dict]]]:
         if step is None or step["policy_version"] != 0 or record["env_failed"]:
             continue
         state = EpisodeState(traj_id=record["traj_id"], instruction=record["instruction"])
-        observation = SimpleNamespace(
-            screenshot=f"screens/{step['screenshot_key']}.jpg", accessibility_text=step["elements"]
-        )
+        observation = SimpleNamespace(screenshot=step["screenshot"], accessibility_text=step["elements"])
         messages, images = step_messages(agent, state, observation)
         group = record["group"]
         outcomes = groups.setdefault(group, {True: [], False: []})

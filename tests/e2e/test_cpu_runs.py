@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import pickle
+import shlex
 import shutil
 import signal
 import subprocess
@@ -226,7 +227,7 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     assert records and all(len(r["steps"]) >= 1 for r in records if not r["env_failed"])
     assert any(r["env_failed"] for r in records), "the Chromium kill shows up in the episode log"
     # Screenshots by reference: what reaches the trainer from rollout is keys and grids, not images.
-    smallest_jpeg = min(path.stat().st_size for path in (run_dir / "episodes" / "screens").glob("*.jpg"))
+    smallest_jpeg = min(path.stat().st_size for path in (run_dir / "episodes").glob("*.jpg"))
     payload = max(d["asyncweb/screenshots/rollout_payload_bytes_per_traj"] for d in every.values())
     assert 0 < payload < smallest_jpeg, (payload, smallest_jpeg)
     assert all(d["asyncweb/screenshots/images_per_step"] > 0 for d in every.values())
@@ -407,7 +408,7 @@ def test_branched_groups_share_their_branch_point_and_replay_reproduces_a_member
         assert rest and all(m["branch"] == {"role": "member", "point": point, "step": 1} for m in rest)
         assert all(m["steps"][0]["step_index"] == 1 for m in rest), "members start at the branch step"
         assert all(m["group"] == anchor["group"] for m in rest), "one group"
-        loaded = load_point(run_dir / "episodes" / "branch_points" / f"{point}.json", run_dir / "episodes" / "screens")
+        loaded = load_point(run_dir / "episodes" / "branch_points" / f"{point}.json", run_dir / "episodes")
         assert loaded.step == 1 and len(loaded.screenshots) == 1
     member = next(m for group in by_point.values() for m in group if m["branch"]["role"] == "member")
     result = replay(run_dir, member["traj_id"], 1)
@@ -538,6 +539,33 @@ def test_compare_on_two_real_runs_matches_their_metrics(async_run, sync_run, tmp
     assert (out / "table.md").exists() and (out / "table.csv").exists()
     assert list((out / "plots" / "step").glob("*.png")) and list((out / "plots" / "wall").glob("*.png"))
     assert assert_comparison_matches_metrics(out, [async_run, sync_run[0]]) > 0
+
+
+def test_each_next_line_of_the_summary_runs(sync_run, async_run, tmp_path):
+    """The closing summary's "next:" commands run as printed: the viewer, compare (OTHER_RUN: the async run),
+    evaluate of the checkpoint cpu_smoke saves at its last step (one held-out instance per task, to keep CI short),
+    and the rerun, which resumes from that checkpoint and trains no step again."""
+    run_dir = sync_run[0]
+    lines = (run_dir.parent / "sync.log").read_text().splitlines()
+    commands = [shlex.split(line, comments=True) for line in lines[lines.index("next:") + 1 :]]
+    commands = {words[2]: words for words in commands if words}
+    assert sorted(commands) == sorted(f"verl_asyncweb.{tool}" for tool in ("viewer", "compare", "evaluate", "main")), (
+        commands
+    )
+    substitutes = {"python": sys.executable, "OTHER_RUN": str(async_run[0]), "comparison/": str(tmp_path / "cmp")}
+    extra = {"verl_asyncweb.evaluate": ["--instances", "1"]}
+    outputs = {}
+    for tool, words in commands.items():
+        command = [substitutes.get(word, word) for word in words] + extra.get(tool, [])
+        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+        outputs[tool] = done.stdout + done.stderr
+    assert (tmp_path / "cmp" / "table.md").exists()
+    evaluation = json.loads(next((run_dir / "global_step_2").glob("eval_held-out_T*.json")).read_text())
+    assert evaluation["instances"] >= 1
+    # The rerun resumed from global_step_2: it logged no step again.
+    assert "finished" in outputs["verl_asyncweb.main"]
+    assert not (run_dir / "metrics.attempt-1.jsonl").exists() or not read_steps(run_dir / "metrics.attempt-1.jsonl")
 
 
 def test_viewer_on_a_real_run_references_existing_screenshots(async_run):

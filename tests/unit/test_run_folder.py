@@ -49,3 +49,19 @@ def test_unknown_site_task_is_named():
 def test_bad_task_record_is_a_clear_error():
     with pytest.raises(ValueError, match="bad task record"):
         task_from_json('{"task_id": "x"}')
+
+
+def test_screenshots_are_sharded_and_a_flat_folder_of_an_older_run_is_still_read(tmp_path):
+    from verl_asyncweb.run_folder import find_screenshot, screenshot_relpath
+
+    key = "ab" + "0" * 62
+    assert screenshot_relpath(key) == f"screens/ab/{key}.jpg"
+    assert find_screenshot(tmp_path, key) == tmp_path / "screens" / "ab" / f"{key}.jpg", "new screenshots: sharded"
+    flat = tmp_path / "screens" / f"{key}.jpg"
+    flat.parent.mkdir(parents=True)
+    flat.write_bytes(b"jpeg")
+    assert find_screenshot(tmp_path, key) == flat, "a run folder written before sharding"
+    sharded = tmp_path / screenshot_relpath(key)
+    sharded.parent.mkdir(parents=True)
+    sharded.write_bytes(b"jpeg")
+    assert find_screenshot(tmp_path, key) == sharded

@@ -131,8 +131,8 @@ def save_point(point: BranchPoint, path: Path) -> None:
     partial.replace(path)
 
 
-def load_point(path: Path, screens_dir: Path) -> BranchPoint:
-    """Read a point written by :func:`save_point`; its screenshots come from ``screens_dir/<key>.jpg``.
+def load_point(path: Path, episodes_dir: Path) -> BranchPoint:
+    """Read a point written by :func:`save_point`; its screenshots come from the run folder's ``episodes_dir``.
 
     Raises:
         FileNotFoundError: If the point or one of its screenshots is missing.
@@ -142,7 +142,9 @@ def load_point(path: Path, screens_dir: Path) -> BranchPoint:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not a branch point (invalid JSON: {exc})") from None
-    return BranchPoint.from_record(record, lambda key: (screens_dir / f"{key}.jpg").read_bytes())
+    from verl_asyncweb.run_folder import find_screenshot
+
+    return BranchPoint.from_record(record, lambda key: find_screenshot(episodes_dir, key).read_bytes())
 
 
 @ray.remote(num_cpus=0)

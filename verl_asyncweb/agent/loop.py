@@ -418,7 +418,7 @@ class WebAgentLoop(AgentLoopBase):
         # Screenshots travel by reference: the store keeps the bytes, the sample carries keys and the image grid.
         screenshots = _SharedScreenshots.get(self.agent_config)
         keys = [await screenshots.aput(blob, state.traj_id) for blob in image_bytes]
-        _persist_screenshots(keys, image_bytes)
+        await asyncio.to_thread(_persist_screenshots, keys, image_bytes)  # file writes off the event loop
         state.steps[-1]["screenshot_key"] = keys[-1] if keys else None
         state.outputs.append(
             AgentLoopOutput(

@@ -20,7 +20,7 @@ import ray
 
 from verl_asyncweb.agent.branch import FALLBACK, MEMBER
 from verl_asyncweb.compare import metric_names as names
-from verl_asyncweb.run_folder import RunFolder
+from verl_asyncweb.run_folder import RunFolder, find_screenshot, screenshot_relpath
 
 logger = logging.getLogger(__name__)
 
@@ -49,27 +49,29 @@ def write_episodes(
     run_dir: str | None, episodes: list[dict[str, Any]], global_step: int, screenshots, attempt_from_step: int
 ) -> None:
     """Append the episodes to the run folder, each with the step that drained it and its :data:`ATTEMPT`, which
-    resumed from checkpoint ``attempt_from_step``; their screenshots go to ``episodes/screens/<key>.jpg``."""
+    resumed from checkpoint ``attempt_from_step``; their screenshots go to ``episodes/screens/`` (the agent loop
+    usually wrote them already)."""
     if not run_dir or not episodes:
         return
     path = RunFolder(Path(run_dir)).episodes_path
-    screens = path.parent / "screens"
-    screens.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     keys = sorted({step["screenshot_key"] for e in episodes for step in e["steps"] if step.get("screenshot_key")})
-    keys = [key for key in keys if not (screens / f"{key}.jpg").exists()]  # the agent loop usually wrote them
+    keys = [key for key in keys if not find_screenshot(path.parent, key).exists()]
     try:
         blobs = dict(zip(keys, screenshots.get(keys), strict=True)) if keys else {}
     except (ray.exceptions.RayError, TimeoutError) as exc:
         logger.warning("could not fetch screenshots for the viewer: %s", exc)
         blobs = {}
     for key, blob in blobs.items():
-        target = screens / f"{key}.jpg"
+        target = path.parent / screenshot_relpath(key)
         if blob is not None and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(blob)
     for episode in episodes:
         for step in episode["steps"]:
             if step.get("screenshot_key"):
-                step["screenshot"] = f"screens/{step['screenshot_key']}.jpg"
+                found = find_screenshot(path.parent, step["screenshot_key"])
+                step["screenshot"] = found.relative_to(path.parent).as_posix()
     with path.open("a") as out:
         for episode in episodes:
             record = {key: value for key, value in episode.items() if key != "summary"}
