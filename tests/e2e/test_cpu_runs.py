@@ -8,7 +8,6 @@ run (sync, where a lost episode would stall the step) meets the other faults of 
 and its agent-loop worker process are killed, and the judge of its WebGym task answers only errors.
 """
 
-import asyncio
 import json
 import os
 import pickle
@@ -17,13 +16,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 import torch
+from aiohttp import web
 from e2e_runs import (
     RUN_TIMEOUT_S,
     assert_every_step_metrics,
@@ -33,6 +32,7 @@ from e2e_runs import (
     stop_if_running,
     wait_for,
 )
+from loopback_app import LoopbackApp
 from omegaconf import OmegaConf
 
 from verl_asyncweb.bench.episodes import last_attempt
@@ -576,7 +576,7 @@ def test_viewer_on_a_real_run_references_existing_screenshots(async_run):
     assert not [w for w in report.warnings if "missing" in w], report.warnings
 
 
-class FailingJudgeSite:
+class FailingJudgeSite(LoopbackApp):
     """127.0.0.1:0 in a background thread: ``/`` is a small page, ``/v1/chat/completions`` always answers 500 (and
     repeats the request's Authorization header in the error text)."""
 
@@ -585,46 +585,20 @@ class FailingJudgeSite:
     def __init__(self) -> None:
         self.judge_calls = 0
         self.authorizations: list[str] = []
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
+        app = web.Application()
+        app.router.add_get("/", self._page)
+        app.router.add_post("/v1/chat/completions", self._judge)
+        super().__init__(app)
 
-    def __enter__(self) -> str:
-        self._thread.start()
-        assert self._ready.wait(30), "the judge/site server did not start"
-        return f"http://127.0.0.1:{self.port}"
+    async def _page(self, request):
+        return web.Response(text=self.PAGE, content_type="text/html")
 
-    def __exit__(self, *exc) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
-
-    def _serve(self) -> None:
-        from aiohttp import web
-
-        async def page(request):
-            return web.Response(text=self.PAGE, content_type="text/html")
-
-        async def judge(request):
-            self.judge_calls += 1
-            authorization = request.headers.get("Authorization", "")
-            self.authorizations.append(authorization)
-            # A careless server that echoes the credentials in its error: they must not reach the run folder.
-            return web.Response(status=500, text=f"judge overloaded (request had {authorization})")
-
-        async def start():
-            app = web.Application()
-            app.router.add_get("/", page)
-            app.router.add_post("/v1/chat/completions", judge)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]
-
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_until_complete(start())
-        self._ready.set()
-        self._loop.run_forever()
+    async def _judge(self, request):
+        self.judge_calls += 1
+        authorization = request.headers.get("Authorization", "")
+        self.authorizations.append(authorization)
+        # A careless server that echoes the credentials in its error: they must not reach the run folder.
+        return web.Response(status=500, text=f"judge overloaded (request had {authorization})")
 
 
 def _ray_actor_processes(root_pid: int, actor_class: str) -> list[psutil.Process]:

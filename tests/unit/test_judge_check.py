@@ -2,15 +2,14 @@
 ``--skip-judge-check`` starts without the probe (a judge only the workers can reach). A real HTTP server on
 127.0.0.1 plays the judge."""
 
-import asyncio
 import json
 import logging
 import subprocess
 import sys
-import threading
 
 import pytest
 from aiohttp import web
+from loopback_app import LoopbackApp
 
 from verl_asyncweb.env import JudgeConfig, Task
 from verl_asyncweb.main import SetupError, check_judge
@@ -19,38 +18,23 @@ WEBGYM_TASK = Task("wg-1", "Read the hours", "webgym", 2, 10, "https://example.o
 MINIWOB_TASK = Task("miniwob/click-test/0", "", "miniwob", 1, 4, "/miniwob/click-test.html", evaluator="miniwob")
 
 
-class Judge:
+class Judge(LoopbackApp):
     """127.0.0.1:0 in a background thread answering chat completions with ``status`` and ``content``."""
 
     def __init__(self, status: int = 200, content: str = '{"ready": true}') -> None:
         self.status, self.content, self.requests = status, content, []
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-        assert self._ready.wait(30)
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        super().__init__(app)
+        self.origin = self.__enter__()
 
     def config(self, **values) -> JudgeConfig:
-        return JudgeConfig(base_url=f"http://127.0.0.1:{self.port}/v1", **values)
+        return JudgeConfig(base_url=f"{self.origin}/v1", **values)
 
-    def _serve(self) -> None:
-        async def chat(request):
-            self.requests.append(await request.json())
-            reply = {"choices": [{"message": {"role": "assistant", "content": self.content}}]}
-            return web.json_response(reply, status=self.status)
-
-        async def start():
-            app = web.Application()
-            app.router.add_post("/v1/chat/completions", chat)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]
-
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_until_complete(start())
-        self._ready.set()
-        self._loop.run_forever()
+    async def _chat(self, request):
+        self.requests.append(await request.json())
+        reply = {"choices": [{"message": {"role": "assistant", "content": self.content}}]}
+        return web.json_response(reply, status=self.status)
 
 
 def _closed_port() -> int:
