@@ -547,7 +547,8 @@ def test_each_next_line_of_the_summary_runs(sync_run, async_run, tmp_path):
     and the rerun, which resumes from that checkpoint and trains no step again."""
     run_dir = sync_run[0]
     lines = (run_dir.parent / "sync.log").read_text().splitlines()
-    commands = [shlex.split(line, comments=True) for line in lines[lines.index("next:") + 1 :]]
+    shell = "\n".join(lines[lines.index("next:") + 1 :]).replace("\\\n", " ")  # the rerun spans lines
+    commands = [shlex.split(line, comments=True) for line in shell.splitlines()]
     commands = {words[2]: words for words in commands if words}
     assert sorted(commands) == sorted(f"verl_asyncweb.{tool}" for tool in ("viewer", "compare", "evaluate", "main")), (
         commands
