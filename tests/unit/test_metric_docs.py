@@ -25,3 +25,25 @@ def test_every_step_promises_depend_on_the_loss():
     assert "actor/decoupled_clip_rate" in decoupled and "actor/decoupled_clip_rate" not in vanilla
     assert set(vanilla) < set(decoupled)
     assert "asyncweb/screenshots/from_run_folder" in vanilla and "asyncweb/success_rate" not in vanilla
+
+
+def test_every_metric_name_the_docs_cite_is_one_the_code_logs():
+    """A backticked ``asyncweb/...`` name in a user page (dated ``history-*`` records excepted) is a string the
+    package writes: a renamed or misspelt metric in the docs (``asyncweb/branch_fallbacks`` for
+    ``asyncweb/branch/fallbacks``) fails here."""
+    import re
+
+    package = Path(__file__).parents[2] / "verl_asyncweb"
+    logged = {
+        match.group(1)
+        for source in package.rglob("*.py")
+        for match in re.finditer(r'(?<!f)"(asyncweb/[A-Za-z0-9_/.\-]+)"', source.read_text())
+    }
+    cited = {
+        (match.group(1), page.name)
+        for page in METRICS_DOC.parent.glob("*.md")
+        if not page.name.startswith("history-")
+        for match in re.finditer(r"`(asyncweb/[A-Za-z0-9_/.\-]+)`", page.read_text())
+    }
+    assert len(cited) > 40 and len(logged) > 40
+    assert sorted((name, page) for name, page in cited if name not in logged) == []

@@ -26,7 +26,7 @@ class AgentConfig(BaseConfig):
         max_history_text_rounds: At most this many older rounds are summarised as text lines (oldest dropped
             first); 0 sends no text history.
         max_prompt_tokens: Prompt limit per step, in tokens; a longer prompt ends the episode as a context
-            overflow (a failure, REFERENCE.md "Fault handling").
+            overflow (a failure, counted in ``asyncweb/context_overflows``).
         screenshot_store_budget_bytes: Bytes the :class:`~verl_asyncweb.agent.screenshots.ScreenshotStore` may
             hold; ``put`` waits (back-pressure) while the budget is full. ``None`` (the default): derived by
             ``verl_asyncweb.main`` from the recipe (:mod:`~verl_asyncweb.agent.store_budget`); a value below the
@@ -58,7 +58,7 @@ class AgentConfig(BaseConfig):
             baseline over the point's trajectories (``asyncweb.algo.step_credit=branch``) differs from the
             group's. 0 (the default): all ``rollout.n - 1`` of them.
         branch_wait_s: How long a member waits for its anchor's branch point before it plays a whole episode
-            from the start instead (counted as ``asyncweb/branch_fallbacks``).
+            from the start instead (counted as ``asyncweb/branch/fallbacks``).
         worker_resources: Ray resources every agent-loop worker requests, e.g. ``{browser_host: 1}``: workers,
             and so their browsers, run only on the nodes that offer them (:mod:`~verl_asyncweb.agent.placement`);
             empty (the default) keeps verl's placement over every node with CPUs.

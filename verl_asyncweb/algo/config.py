@@ -43,7 +43,7 @@ class AsyncWebAlgoConfig(BaseConfig):
     """The ``asyncweb.algo`` node: advantage estimator, step normalizer and behaviour-weight cap.
 
     Args:
-        estimator: ``multistep_grpo`` (group-normalised reward, DESIGN.md section 5), ``multistep_reinforce``
+        estimator: ``multistep_grpo`` (group-normalised reward, docs/algorithms.md), ``multistep_reinforce``
             (WebGym sync baseline: raw reward, no group baseline) or ``raftpp`` (RAFT++: advantage 1 on
             successful trajectories, 0 otherwise). Recipes also set ``algorithm.adv_estimator`` to this name.
         step_norm: Per-trajectory scale c_i of the advantage: ``traj`` = 1/|tau_i|, ``const`` = 1/k,
