@@ -106,37 +106,29 @@ def test_the_offline_bundle_pins_the_cpu_stack():
     assert {name: bundled[name] for name in shared} == {name: cpu[name] for name in shared}
 
 
-def test_the_wheel_ships_every_data_file_of_the_source_tree(tmp_path):
-    # Found by the offline bundle's first non-editable install: config/asyncweb/default.yaml was left out of the
-    # wheel, so no recipe composed ("Could not find 'asyncweb/default'"); editable installs read the source tree.
-    repo = CONSTRAINTS.parents[1]
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory) -> Path:
+    """The wheel ``pip wheel`` builds from a clean copy of the source tree (as a cluster install would)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     # A clean copy: an editable install's egg-info lists every file, and setuptools ships what it lists.
     source_copy = tmp_path / "source"
     shutil.copytree(
-        repo,
+        CONSTRAINTS.parents[1],
         source_copy,
         symlinks=True,
         ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "runs", "__pycache__"),
     )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(source_copy),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path)]
+    subprocess.run([*command, str(source_copy)], check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("verl_asyncweb-*.whl")
-    shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("verl_asyncweb/")}
+    return wheel
+
+
+def test_the_wheel_ships_every_data_file_of_the_source_tree(built_wheel):
+    # Found by the offline bundle's first non-editable install: config/asyncweb/default.yaml was left out of the
+    # wheel, so no recipe composed ("Could not find 'asyncweb/default'"); editable installs read the source tree.
+    repo = CONSTRAINTS.parents[1]
+    shipped = {name for name in zipfile.ZipFile(built_wheel).namelist() if name.startswith("verl_asyncweb/")}
     package = repo / "verl_asyncweb"
     # os.walk follows the recipes link (verl_asyncweb/recipes -> ../recipes); Path.rglob would skip it.
     source = {
@@ -147,3 +139,36 @@ def test_the_wheel_ships_every_data_file_of_the_source_tree(tmp_path):
     }
     assert "verl_asyncweb/recipes/gpu_check_1gpu.yaml" in source
     assert source - shipped == set()
+
+
+def test_the_wheel_installs_into_a_fresh_environment_and_runs_outside_the_checkout(built_wheel, tmp_path):
+    """docs/install.md's cluster install: ``pip install dist/verl_asyncweb-*.whl`` into an environment that has the
+    stack (a venv over this interpreter's packages, as a verl image has verl), then, away from the checkout, verl's
+    plugin entry point finds the installed copy and a recipe composes from the wheel's own files."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    # --force-reinstall --no-deps: this interpreter has the checkout installed (editable); the venv gets the wheel.
+    install = [python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(built_wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=300)
+    checked = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    assert "verl-asyncweb" not in checked.stdout.lower(), checked.stdout  # its requirements are all met
+    probe = (
+        "import importlib.metadata, verl_asyncweb\n"
+        "(plugin,) = [e for e in importlib.metadata.entry_points(group='verl.plugins') if e.name == 'asyncweb']\n"
+        "print(verl_asyncweb.__file__)\n"
+        "print(plugin.value)\n"
+    )
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    location, entry_point = done.stdout.split()
+    assert Path(location).is_relative_to(venv) and entry_point == "verl_asyncweb.plugin", done.stdout
+    composed = subprocess.run(
+        [python, "-m", "verl_asyncweb.main", "recipe=laptop_learning", "--cfg", "job"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert composed.returncode == 0, composed.stderr[-2000:]
+    assert "estimator: multistep_grpo" in composed.stdout and "recipe: laptop_learning" in composed.stdout
