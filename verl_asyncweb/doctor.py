@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
+GPU_STACK_FIX = 'pip install ".[gpu]" in the checkout (or its wheel: docs/install.md)'
 FIX_PLUGIN = (
-    "reinstall with `pip install -e .` (or `pip install verl_asyncweb`) and make sure VERL_USE_EXTERNAL_PLUGINS "
-    "is unset or includes `asyncweb`; `python -c 'import verl_asyncweb.plugin'` shows the import error"
+    "reinstall with `pip install -e .` in the checkout (or its wheel: docs/install.md) and make sure "
+    "VERL_USE_EXTERNAL_PLUGINS is unset or includes `asyncweb`; `python -c 'import verl_asyncweb.plugin'` shows the "
+    "import error"
 )
 
 
@@ -149,7 +151,7 @@ def gpu_checks() -> list[Check]:
             "run on a GPU node with an NVIDIA driver and a CUDA build of torch",
         )
     ]
-    fix = 'pip install "verl_asyncweb[gpu]"'
+    fix = GPU_STACK_FIX
     for package in ("vllm", "flash-attn", "cupy-cuda13x", "torch", "transformers"):
         try:
             version = importlib.metadata.version(package)

