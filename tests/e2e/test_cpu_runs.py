@@ -227,7 +227,7 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     assert records and all(len(r["steps"]) >= 1 for r in records if not r["env_failed"])
     assert any(r["env_failed"] for r in records), "the Chromium kill shows up in the episode log"
     # Screenshots by reference: what reaches the trainer from rollout is keys and grids, not images.
-    smallest_jpeg = min(path.stat().st_size for path in (run_dir / "episodes").glob("*.jpg"))
+    smallest_jpeg = min(path.stat().st_size for path in (run_dir / "episodes" / "screens").rglob("*.jpg"))
     payload = max(d["asyncweb/screenshots/rollout_payload_bytes_per_traj"] for d in every.values())
     assert 0 < payload < smallest_jpeg, (payload, smallest_jpeg)
     assert all(d["asyncweb/screenshots/images_per_step"] > 0 for d in every.values())
