@@ -200,9 +200,11 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     # Its wall clock goes on from the save's (the x axis of every wall-time plot): a clock started again would read
     # less than the first attempt's own start-up and steps.
     assert resumed[saved + 1]["asyncweb/wall_s"] > first[saved]["asyncweb/wall_s"]
-    # Trajectories restored from the checkpoint reference screenshots of the killed job's store: the trainer
-    # rebuilt their pixels from the run folder's copies, and lost none.
-    assert sum(d["asyncweb/screenshots/from_run_folder"] for d in resumed.values()) > 0
+    # Trajectories restored from the checkpoint reference screenshots of the killed job's store, which died with it:
+    # the trainer got every one back and dropped none. Keys are content hashes and the tasks' first pages repeat, so
+    # the new store often has them again from the resumed attempt's own episodes; otherwise they come from the run
+    # folder's copies (`from_run_folder`, > 0 in some runs, 0 in others: a race, not a guarantee;
+    # tests/agent/test_screenshots.py forces that path).
     assert all(d["asyncweb/screenshots/dropped_samples"] == 0 for d in resumed.values())
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["last_step"] == last
