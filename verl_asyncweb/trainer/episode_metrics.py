@@ -20,7 +20,7 @@ import ray
 
 from verl_asyncweb.agent.branch import FALLBACK, MEMBER
 from verl_asyncweb.compare import metric_names as names
-from verl_asyncweb.run_folder import RunFolder, find_screenshot, screenshot_relpath
+from verl_asyncweb.run_folder import RunFolder, find_screenshot
 
 logger = logging.getLogger(__name__)
 
@@ -55,23 +55,23 @@ def write_episodes(
         return
     path = RunFolder(Path(run_dir)).episodes_path
     path.parent.mkdir(parents=True, exist_ok=True)
+    # One lookup per distinct screenshot: where it is (or, missing, where it goes), for the copy and the records.
     keys = sorted({step["screenshot_key"] for e in episodes for step in e["steps"] if step.get("screenshot_key")})
-    keys = [key for key in keys if not find_screenshot(path.parent, key).exists()]
+    found = {key: find_screenshot(path.parent, key) for key in keys}
+    missing = [key for key, target in found.items() if not target.exists()]
     try:
-        blobs = dict(zip(keys, screenshots.get(keys), strict=True)) if keys else {}
+        blobs = dict(zip(missing, screenshots.get(missing), strict=True)) if missing else {}
     except (ray.exceptions.RayError, TimeoutError) as exc:
         logger.warning("could not fetch screenshots for the viewer: %s", exc)
         blobs = {}
     for key, blob in blobs.items():
-        target = path.parent / screenshot_relpath(key)
-        if blob is not None and not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blob)
+        if blob is not None:
+            found[key].parent.mkdir(parents=True, exist_ok=True)
+            found[key].write_bytes(blob)
     for episode in episodes:
         for step in episode["steps"]:
             if step.get("screenshot_key"):
-                found = find_screenshot(path.parent, step["screenshot_key"])
-                step["screenshot"] = found.relative_to(path.parent).as_posix()
+                step["screenshot"] = found[step["screenshot_key"]].relative_to(path.parent).as_posix()
     with path.open("a") as out:
         for episode in episodes:
             record = {key: value for key, value in episode.items() if key != "summary"}
