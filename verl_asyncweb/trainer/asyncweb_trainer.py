@@ -40,7 +40,6 @@ from transfer_queue import KVBatchMeta
 from verl.protocol import DataProto
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
 from verl.trainer.ppo.v1.replay_buffer import _accumulate_eviction_metrics
-from verl.trainer.ppo.v1.trainer_base import _count_tq_prompt_groups as count_tq_prompt_groups
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.workers.utils.padding import response_to_nested
@@ -172,9 +171,9 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
     def _load_checkpoint(self):
         super()._load_checkpoint()
         if self.global_steps > 0:
+            # Sample rows only ({uid}_{session}_{index}): verl's count of restored prompt groups stays as it is.
             folder = self.config.trainer.resume_from_path if self.config.trainer.resume_mode == "resume_path" else None
-            if clear_trained_rows(folder or self._checkpoint_dir(self.global_steps)):
-                self._restored_tq_prompt_count = count_tq_prompt_groups()
+            clear_trained_rows(folder or self._checkpoint_dir(self.global_steps))
 
     def _checkpoint_dir(self, global_steps: int) -> str:
         """verl's folder of the checkpoint of ``global_steps``."""
