@@ -82,7 +82,6 @@ class _Window:
     def __init__(self, started_at: float) -> None:
         self.started_at = started_at
         self.episodes = 0
-        self.failures = 0
         self.failed_groups: set[str] = set()
         self.finished_groups: set[str] = set()
         self.reasons: Counter[str] = Counter()
@@ -91,7 +90,6 @@ class _Window:
         self.episodes += 1
         group = str(summary.get("group"))
         if summary.get("env_failed"):
-            self.failures += 1
             self.failed_groups.add(group)
             reasons = summary.get("evaluator_reasons") or [summary.get("error") or "no reason given"]
             self.reasons[str(reasons[0])[:_REASON_CHARS]] += 1
@@ -102,7 +100,7 @@ class _Window:
         return {
             "since": self.started_at,
             "episodes": self.episodes,
-            "env_failures": self.failures,
+            "env_failures": self.reasons.total(),  # one reason counted per failed episode
             "clean_groups": len(self.finished_groups - self.failed_groups),
             "reasons": self.reasons.most_common(3),
         }
