@@ -116,23 +116,13 @@ class RubricJudge:
     async def probe(self) -> dict:
         """One request without images that the judge must answer with a JSON object, as it answers a rubric call;
         raises :class:`JudgeError` naming what failed (connection, HTTP status, an unparsable reply)."""
-        body = {
-            "model": self.config.model,
-            "messages": [{"role": "user", "content": PROBE_PROMPT}],
-            "temperature": self.config.temperature,
-        }
         try:
-            return await self._post(body)
+            return await self._post(self._body(PROBE_PROMPT))
         except _Retryable as exc:
             raise JudgeError(str(exc)) from None
 
     async def _ask(self, prompt: str, images: list[bytes]) -> dict:
-        content = [{"type": "text", "text": prompt}] + [_image_part(img) for img in images]
-        body = {
-            "model": self.config.model,
-            "messages": [{"role": "user", "content": content}],
-            "temperature": self.config.temperature,
-        }
+        body = self._body([{"type": "text", "text": prompt}] + [_image_part(img) for img in images])
         last = "no attempt"
         for attempt in range(self.config.max_retries + 1):
             if attempt:
@@ -144,6 +134,14 @@ class RubricJudge:
                 last = str(exc)
                 logger.info("judge attempt %d/%d failed: %s", attempt + 1, self.config.max_retries + 1, last)
         raise JudgeError(f"no verdict after {self.config.max_retries + 1} attempts; last error: {last}")
+
+    def _body(self, content: str | list[dict]) -> dict:
+        """A chat-completions request of one user message."""
+        return {
+            "model": self.config.model,
+            "messages": [{"role": "user", "content": content}],
+            "temperature": self.config.temperature,
+        }
 
     async def _post(self, body: dict) -> dict:
         key = os.environ.get(self.config.api_key_env, "")
