@@ -148,8 +148,9 @@ def load_config(argv: list[str], allow_missing: bool = False, check_tasks: bool 
     missing = sorted(OmegaConf.missing_keys(cfg.asyncweb))
     if missing and not allow_missing:
         raise SetupError(f"recipe {recipe!r} needs values for {missing}: pass them as key=value overrides")
+    train_tasks = None
     if check_tasks and _plain_ints(cfg.asyncweb.tasks, TASK_INT_KEYS):
-        task_sets(cfg.asyncweb.tasks)  # ill-typed values are named by the typed config below
+        train_tasks, _ = task_sets(cfg.asyncweb.tasks)  # ill-typed values are named by the typed config below
     # verl before our modules that import it: importing verl loads this plugin; starting from one of our modules
     # that imports verl would make that plugin import circular (and verl swallows the ImportError).
     import verl  # noqa: F401, I001
@@ -172,7 +173,7 @@ def load_config(argv: list[str], allow_missing: bool = False, check_tasks: bool 
     check_agent_workers(cfg)
     check_branch_members(cfg)
     logger.info("training batch: %s", BatchShape.from_config(cfg).describe())
-    if resolve_screenshot_budget(cfg) and asyncweb is not None:
+    if resolve_screenshot_budget(cfg, train_tasks) and asyncweb is not None:
         asyncweb = AsyncWebConfig.from_config(cfg.asyncweb)
     return cfg, asyncweb
 
@@ -184,21 +185,25 @@ def _plain_ints(node: DictConfig, keys: tuple[str, ...]) -> bool:
     return all(isinstance(node[key], int) and not isinstance(node[key], bool) for key in keys)
 
 
-def resolve_screenshot_budget(cfg: DictConfig) -> bool:
-    """Derive the screenshot store's budget from the recipe, or refuse one too small; True when it was derived."""
-    from verl_asyncweb.agent.store_budget import BUDGET_KEY, store_need
+def resolve_screenshot_budget(cfg: DictConfig, train_tasks: list | None = None) -> bool:
+    """Derive the screenshot store's budget from the recipe and its training tasks' step caps, or refuse one too
+    small; True when it was derived."""
+    from verl_asyncweb.agent.store_budget import BUDGET_KEY, PEAK_SCREENSHOTS_KEY, episode_step_cap, store_need
 
     node = cfg.asyncweb
+    caps = [task.max_steps for task in train_tasks] if train_tasks else None
     need = store_need(
         staleness=node.staleness,
         prompts_per_step=cfg.data.train_batch_size,
         samples_per_prompt=cfg.actor_rollout_ref.rollout.n,
-        max_steps=node.agent.max_steps,
+        steps=episode_step_cap(node.agent.max_steps, caps),
         viewport=(node.env.viewport_width, node.env.viewport_height),
+        max_side=node.agent.screenshot_max_side,
     )
     budget = node.agent.screenshot_store_budget_bytes
     if budget is None:
         OmegaConf.update(cfg, BUDGET_KEY, need.budget_bytes)
+        OmegaConf.update(cfg, PEAK_SCREENSHOTS_KEY, need.screenshots)
         logger.info("screenshot store budget: %s", need.describe())
         return True
     if budget < need.peak_bytes:

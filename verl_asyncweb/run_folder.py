@@ -56,6 +56,16 @@ def screenshot_path(key: str) -> Path | None:
     return find_screenshot(run.episodes_dir, key) if run else None
 
 
+def persist_screenshots(keys: list[str], blobs: list[bytes]) -> None:
+    """Keep a copy of each screenshot in the current run folder (none outside a run): the viewer links it, and the
+    trainer rebuilds pixels from it after a resume. Blocking file writes: the agent loop calls it in a thread."""
+    for key, blob in zip(keys, blobs, strict=True):
+        path = screenshot_path(key)
+        if path is not None and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(blob)
+
+
 def branch_point_path(point: str) -> Path | None:
     """Where a branch point (by id, ``<traj_id>@<step>``) lives in the current run folder; None outside a run."""
     run = current_run()

@@ -90,10 +90,49 @@ async def test_store_put_blocks_until_release_frees_budget():
 async def test_store_put_times_out_with_clear_error_when_budget_stays_full():
     store = ScreenshotStore(budget_bytes=100)
     await store.put(b"a" * 80, "holder")
-    with pytest.raises(ScreenshotStoreFull, match="budget full.*release"):
+    with pytest.raises(
+        ScreenshotStoreFull,
+        match=r"full: 0.0 MiB in 1 screenshots \(~0 KiB each\) held of 0.0 MiB by 1 traj.*raise asyncweb",
+    ):
         await store.put(b"b" * 50, "new", timeout_s=0.1)
     stats = await store.stats()
     assert stats["put_timeouts"] == 1 and stats["waiting_puts"] == 0
+
+
+async def test_store_releases_owners_in_one_call_and_lists_the_rest():
+    store = ScreenshotStore(budget_bytes=1_000)
+    for owner, blob in [("g1-a", b"a" * 10), ("g1-b", b"a" * 10), ("g2-a", b"b" * 10), ("g3-a", b"c" * 10)]:
+        await store.put(blob, owner)
+    assert sorted(await store.owners()) == ["g1-a", "g1-b", "g2-a", "g3-a"]
+    assert await store.release_owners(["g1-a", "g2-a", "unknown"]) == 1  # b"a" is still held by g1-b
+    assert sorted(await store.owners()) == ["g1-b", "g3-a"]
+    stats = await store.stats()
+    assert (stats["bytes_held"], stats["peak_bytes_held"], stats["keys"]) == (20, 30, 2)
+
+
+async def test_a_derived_budget_follows_the_measured_screenshot_size_within_its_bounds(monkeypatch):
+    import verl_asyncweb.agent.screenshots as screenshots
+
+    monkeypatch.setattr(screenshots, "_memory_ceiling", lambda: 20_000)
+    # Planned for 10 screenshots of 100 bytes (1,500 with headroom); they turn out to be 1,000 bytes each.
+    store = ScreenshotStore(budget_bytes=1_500, peak_screenshots=10)
+    for i in range(screenshots.MEASURED_AFTER - 1):
+        await store.put(bytes([i]) * 1_000, f"t{i}")
+        await store.release(f"t{i}")
+    assert (await store.stats())["budget_bytes"] == 1_500, "too few screenshots measured to follow their size"
+    await store.put(b"\xff" * 1_000, "last")
+    stats = await store.stats()
+    assert stats["bytes_per_screenshot"] == 1_000
+    assert stats["budget_bytes"] == 15_000  # 10 screenshots x 1,000 bytes x 1.5
+    for i in range(4 * screenshots.MEASURED_AFTER):  # larger still: capped at the host's share
+        await store.put(i.to_bytes(2, "big") * 5_000, "big")
+        await store.release("big")
+    assert (await store.stats())["budget_bytes"] == 20_000
+    fixed = ScreenshotStore(budget_bytes=1_500)  # an explicit budget stays as it was set
+    for i in range(screenshots.MEASURED_AFTER + 1):
+        await fixed.put(bytes([i]) * 1_000, f"t{i}")
+        await fixed.release(f"t{i}")
+    assert (await fixed.stats())["budget_bytes"] == 1_500
 
 
 async def test_store_never_evicts_referenced_keys_under_pressure():

@@ -67,6 +67,9 @@ RESUMED_STEPS = 2
 """Steps the resumed attempt trains past the checkpoint it resumes from (its ``trainer.total_training_steps``)."""
 MAX_STEPS_TO_FAIL = 30
 """Steps within which killing Chromium must show up as counted failed episodes."""
+STORE_BUDGET = 2 * 2**20
+"""The async run's screenshot store: about what the live groups need (1.2 MiB planned at 18 KiB a screenshot), less
+than the run plays through; trained, filtered and failed groups' screenshots must leave it for steps to come."""
 
 
 def _latest_checkpoint(run_dir: Path) -> int:
@@ -104,6 +107,7 @@ def async_run(tmp_path_factory) -> tuple[Path, int, int]:
             # A builder actor: rows built ahead in async mode, unbuilt before each checkpoint.
             "asyncweb.pixels.workers=1",
             "asyncweb.pixels.worker_cpus=0",
+            f"asyncweb.agent.screenshot_store_budget_bytes={STORE_BUDGET}",
         )
 
     with (tmp_path / "attempt0.log").open("w") as out:
@@ -236,6 +240,11 @@ def test_async_run_survives_chromium_kill_and_resumes_after_sigkill(async_run):
     # The second local update of a cycle found rows built during the first (the first one of the next cycle is not
     # built ahead here: every step saves a checkpoint, which the payload bound above shows held no pixels).
     assert sum(d["asyncweb/screenshots/samples_built_ahead"] for d in every.values()) > 0
+    # The store never filled: what left it with its group made room (tests/trainer/test_screenshot_sweep.py).
+    assert all(d["asyncweb/screenshots/store_budget_bytes"] == STORE_BUDGET for d in every.values())
+    assert all(d["asyncweb/screenshots/store_put_timeouts_total"] == 0 for d in every.values())
+    assert max(d["asyncweb/screenshots/store_peak_bytes"] for d in every.values()) <= STORE_BUDGET
+    assert sum(d["asyncweb/screenshots/released_trajectories"] for d in first.values()) > 0
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Trainer-side rollout bookkeeping: generation busy time, screenshot releases after the staleness window."""
+"""Trainer-side rollout bookkeeping: generation busy time, episode records and their metrics."""
 
 import json
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
-from verl_asyncweb.trainer.episode_metrics import ATTEMPT, busy_fraction, release_screenshots, write_episodes
+from verl_asyncweb.trainer.episode_metrics import ATTEMPT, busy_fraction, write_episodes
 
 
 @pytest.mark.parametrize(
@@ -22,27 +22,6 @@ from verl_asyncweb.trainer.episode_metrics import ATTEMPT, busy_fraction, releas
 )
 def test_busy_fraction_is_the_covered_share_of_the_window(intervals, expected):
     assert busy_fraction(intervals, 0.0, 10.0) == pytest.approx(expected)
-
-
-class _Store:
-    def __init__(self):
-        self.released = []
-
-    def release(self, owner):
-        self.released.append(owner)
-        return 1
-
-
-def test_screenshots_are_released_only_after_the_staleness_window():
-    config = OmegaConf.create({"trainer": {"v1": {"sampler": {"max_off_policy_threshold": 2}}}})
-    trainer = SimpleNamespace(config=config, screenshots=_Store(), _pending_releases=[])
-    release_screenshots(trainer, ["t1", "t2"], global_step=1)
-    for step in (2, 3, 4):
-        release_screenshots(trainer, [], global_step=step)
-        assert trainer.screenshots.released == []
-    release_screenshots(trainer, ["t3"], global_step=5)
-    assert trainer.screenshots.released == ["t1", "t2"]
-    assert trainer._pending_releases == [(9, "t3")]
 
 
 def test_pool_counters_are_the_latest_of_each_worker_summed_and_kept_out_of_episode_records():
@@ -102,12 +81,10 @@ def test_validation_episodes_are_recorded_but_kept_out_of_the_rollout_metrics(ra
         {"trainer": {"v1": {"sampler": {"max_off_policy_threshold": 2}}}, "asyncweb": {"env": {}, "agent": {}}}
     )
     trainer = SimpleNamespace(
-        config=config, screenshots=_Store(), _pending_releases=[], _last_drain_at=0.0, _update_intervals=[],
-        _attempt_from_step=0,
+        config=config, screenshots=None, _last_drain_at=0.0, _update_intervals=[], _attempt_from_step=0,
     )  # fmt: skip
     metrics = drain_episode_metrics(trainer, global_step=1)
     assert metrics[names.TRAJECTORIES] == 1 and metrics[names.ENV_STEPS] == 3
     assert metrics[names.SUCCESS_RATE] == 0.0
     records = [json.loads(line) for line in (tmp_path / "episodes" / "episodes.jsonl").read_text().splitlines()]
     assert [(r["traj_id"], r["split"]) for r in records] == [("train-a", "train"), ("val-a", "val")]
-    assert [traj for _, traj in trainer._pending_releases] == ["train-a", "val-a"]  # every one's screenshots

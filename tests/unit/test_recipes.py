@@ -89,12 +89,13 @@ def test_a_config_without_the_asyncweb_node_gets_the_cycle_of_separate_async():
 @pytest.mark.parametrize("recipe", ["webgym_qwen3vl8b_async", "webgym_qwen3vl8b_sync"])
 def test_the_step_sample_counts_in_the_gpu_recipes_comments_are_the_formulas(recipe):
     """Every "~N step-samples per local update / per step" in the GPU base's comments is what
-    :class:`BatchShape` computes for the recipe (640 and 1,280), and the store budget plans for the same steps."""
+    :class:`BatchShape` computes for the recipe (640 and 1,280), and the store budget plans for the same steps when
+    it knows no tasks."""
     import re
     from pathlib import Path
 
     import verl_asyncweb
-    from verl_asyncweb.agent.store_budget import store_need
+    from verl_asyncweb.agent.store_budget import episode_step_cap
     from verl_asyncweb.config.batch_shape import BatchShape
 
     cfg, _ = load_config([f"recipe={recipe}", *required_values(recipe)])
@@ -105,10 +106,7 @@ def test_the_step_sample_counts_in_the_gpu_recipes_comments_are_the_formulas(rec
     assert stated, "the GPU base states its step-sample counts"
     expected = {"local update": shape.step_samples_per_update, "step": shape.step_samples_per_step}
     assert all(int(count.replace(",", "")) == expected[unit] for count, unit in stated), stated
-    need = store_need(
-        staleness=0, prompts_per_step=1, samples_per_prompt=1, max_steps=cfg.asyncweb.agent.max_steps, viewport=(1, 1)
-    )
-    assert need.steps_per_episode == shape.steps_per_episode == 10
+    assert episode_step_cap(cfg.asyncweb.agent.max_steps, None) == shape.steps_per_episode == 10
 
 
 @pytest.mark.parametrize(
@@ -224,14 +222,28 @@ def test_main_stops_before_any_worker_starts(args, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_gpu_recipe_derives_a_screenshot_budget_that_holds_its_peak():
-    # (eta + 1) batches in flight + (eta + 1) + 2 finished and not yet released = 8 batches of 128 episodes,
-    # 10 steps each (max_steps 0: AsyncWebRL's mean), 1280x720 JPEGs: ~1.1 GiB, far above the old fixed 512 MiB.
-    cfg, asyncweb = load_config(["recipe=webgym_qwen3vl8b_async", *GPU_VALUES])
-    budget = cfg.asyncweb.agent.screenshot_store_budget_bytes
-    assert asyncweb.agent.screenshot_store_budget_bytes == budget
-    peak = 8 * 128 * 10 * 1280 * 720 * 0.12
-    assert peak > 512 * 2**20 and peak <= budget <= 2 * peak
+def test_gpu_recipe_derives_a_screenshot_budget_from_its_tasks_step_caps(tmp_path):
+    # eta + 1 batches in flight or waiting + the one being trained = 4 batches of 16 groups x 8 episodes, each up to
+    # the longest training task's cap (30 steps: WebGym's hard tasks), 1280x720 JPEGs.
+    import math
+
+    from verl_asyncweb.agent.store_budget import HEADROOM, JPEG_BYTES_PER_PIXEL
+
+    example = Path(__file__).parents[2] / "examples" / "webgym_tasks_example.jsonl"
+    records = [json.loads(line) for line in example.read_text().splitlines() if line]
+    tasks = tmp_path / "train.jsonl"  # one easy task (10 steps) and one hard (30)
+    lines = [json.dumps({**record, "difficulty": d}) + "\n" for record, d in zip(records, [2, 9], strict=True)]
+    tasks.write_text("".join(lines))
+    values = [*GPU_VALUES[:-1], f"asyncweb.tasks.train=[{tasks}]"]
+    cfg, asyncweb = load_config(["recipe=webgym_qwen3vl8b_async", *values], check_tasks=True)
+    screenshots = 4 * 128 * 30
+    assert cfg.asyncweb.agent.screenshot_store_peak_screenshots == screenshots
+    assert asyncweb.agent.screenshot_store_budget_bytes == cfg.asyncweb.agent.screenshot_store_budget_bytes
+    per_screenshot = math.ceil(1280 * 720 * JPEG_BYTES_PER_PIXEL)
+    assert cfg.asyncweb.agent.screenshot_store_budget_bytes == math.ceil(screenshots * per_screenshot * HEADROOM)
+    # Without the tasks (``--cfg job``), the planning figure of 10 steps per episode.
+    cfg, _ = load_config(["recipe=webgym_qwen3vl8b_async", *values])
+    assert cfg.asyncweb.agent.screenshot_store_peak_screenshots == 4 * 128 * 10
 
 
 def test_a_screenshot_budget_below_the_recipes_peak_stops_at_start_up():

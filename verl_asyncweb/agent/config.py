@@ -31,6 +31,9 @@ class AgentConfig(BaseConfig):
             hold; ``put`` waits (back-pressure) while the budget is full. ``None`` (the default): derived by
             ``verl_asyncweb.main`` from the recipe (:mod:`~verl_asyncweb.agent.store_budget`); a value below the
             recipe's peak stops the run at start-up.
+        screenshot_store_peak_screenshots: Screenshots held at the peak, set by ``verl_asyncweb.main`` when it
+            derives the budget: the store then follows the run's measured bytes per screenshot. ``None`` keeps an
+            explicit budget fixed.
         screenshot_store_name: Name of the store's Ray actor (one per job).
         screenshot_put_timeout_s: How long a ``put`` may wait for budget before it fails with
             :class:`~verl_asyncweb.agent.screenshots.ScreenshotStoreFull`.
@@ -68,6 +71,7 @@ class AgentConfig(BaseConfig):
     max_history_text_rounds: int = 8
     max_prompt_tokens: int = 4096
     screenshot_store_budget_bytes: int | None = None
+    screenshot_store_peak_screenshots: int | None = None
     screenshot_store_name: str = "asyncweb_screenshot_store"
     screenshot_put_timeout_s: float = 120.0
     screenshot_max_side: int = 1280
@@ -89,6 +93,8 @@ class AgentConfig(BaseConfig):
         check_int(f"{_PREFIX}.max_steps", self.max_steps, 0)
         if self.screenshot_store_budget_bytes is not None:
             check_int(f"{_PREFIX}.screenshot_store_budget_bytes", self.screenshot_store_budget_bytes, 1)
+        if self.screenshot_store_peak_screenshots is not None:
+            check_int(f"{_PREFIX}.screenshot_store_peak_screenshots", self.screenshot_store_peak_screenshots, 1)
         check_int(f"{_PREFIX}.screenshot_max_side", self.screenshot_max_side, 1)
         check_int(f"{_PREFIX}.stuck_repeat_limit", self.stuck_repeat_limit, 2)
         check_int(f"{_PREFIX}.max_element_lines", self.max_element_lines, 1)

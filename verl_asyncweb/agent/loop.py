@@ -28,9 +28,10 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl_asyncweb.agent import branch
 from verl_asyncweb.agent.branch import ANCHOR, FALLBACK, MEMBER
 from verl_asyncweb.agent.config import AgentConfig
-from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD
+from verl_asyncweb.agent.fields import IMAGE_GRID_FIELD, SCREENSHOT_KEYS_FIELD, trajectory_id
 from verl_asyncweb.agent.rollout_stats import POOL_STATS_FIELD, stats_actor
 from verl_asyncweb.config.build import plain_dict
+from verl_asyncweb.run_folder import persist_screenshots
 
 logger = logging.getLogger(__name__)
 
@@ -100,17 +101,6 @@ class _SharedScreenshots:
 
             cls.client = ScreenshotClient.from_config(agent_config)
         return cls.client
-
-
-def _persist_screenshots(keys: list[str], blobs: list[bytes]) -> None:
-    """Keep a copy in the run folder: the viewer links it, and the trainer rebuilds pixels from it after a resume."""
-    from verl_asyncweb.run_folder import screenshot_path
-
-    for key, blob in zip(keys, blobs, strict=True):
-        path = screenshot_path(key)
-        if path is not None and not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(blob)
 
 
 def _action_overlay(parsed) -> dict[str, Any]:
@@ -259,7 +249,8 @@ class WebAgentLoop(AgentLoopBase):
         pool = await _SharedPool.get(self.env_config, self.judge_config)
         group = str(kwargs.get("uid", "traj"))
         split = str(extra_info.get("split") or "train")
-        state = EpisodeState(traj_id=f"{group}-{uuid.uuid4().hex[:8]}", instruction="", group=group, split=split)
+        traj_id = trajectory_id(group, uuid.uuid4().hex[:8])
+        state = EpisodeState(traj_id=traj_id, instruction="", group=group, split=split)
         point = kwargs.get("branch_from")  # a BranchPoint to play on from (``python -m verl_asyncweb.replay``)
         if point is not None:
             state.branch_role, state.branch_point, state.branch_step = MEMBER, point.id, point.step
@@ -270,10 +261,9 @@ class WebAgentLoop(AgentLoopBase):
         try:
             evaluation = await self._run_episode(pool, session, task, state, sampling_params, point)
         except Exception as exc:
-            # Steps already taken put screenshots in the store under this trajectory: reporting the episode is
-            # what makes the trainer release them (and keeps its steps in the run folder).
             failure = EvalResult(env_failed=True, reasons=[f"episode error: {type(exc).__name__}: {exc}"[:500]])
             self.report_episode({**self._summary(task, state, failure, started), "error": type(exc).__name__})
+            await self._release_screenshots(state)
             raise
         finally:
             await pool.release(session)
@@ -282,8 +272,17 @@ class WebAgentLoop(AgentLoopBase):
         summary = self._summary(task, state, evaluation, started)
         self.report_episode({**summary, POOL_STATS_FIELD: {"pool": POOL_KEY, "counters": pool.stats()}})
         if evaluation.env_failed or evaluation.masked:
+            await self._release_screenshots(state)
             raise EnvironmentFailure(f"episode {state.traj_id} on {task.task_id}: {'; '.join(evaluation.reasons)}")
         return self._finalize(state, task, evaluation)
+
+    async def _release_screenshots(self, state: EpisodeState) -> None:
+        """A failed episode gives no samples: its screenshots leave the store at once (a full store waits on them),
+        their copies in the run folder stay."""
+        try:
+            await _SharedScreenshots.get(self.agent_config).arelease(state.traj_id)
+        except Exception as exc:  # the trainer's sweep releases them once the group leaves TransferQueue
+            logger.warning("could not release the screenshots of failed episode %s: %s", state.traj_id, exc)
 
     def report_episode(self, summary: dict[str, Any]) -> None:
         """Send the finished episode's report to the run's rollout-stats actor (the evaluator collects it)."""
@@ -418,7 +417,7 @@ class WebAgentLoop(AgentLoopBase):
         # Screenshots travel by reference: the store keeps the bytes, the sample carries keys and the image grid.
         screenshots = _SharedScreenshots.get(self.agent_config)
         keys = [await screenshots.aput(blob, state.traj_id) for blob in image_bytes]
-        await asyncio.to_thread(_persist_screenshots, keys, image_bytes)  # file writes off the event loop
+        await asyncio.to_thread(persist_screenshots, keys, image_bytes)  # file writes off the event loop
         state.steps[-1]["screenshot_key"] = keys[-1] if keys else None
         state.outputs.append(
             AgentLoopOutput(

@@ -11,7 +11,13 @@ Memory contract:
   is dropped by :meth:`ScreenshotStore.release` or :meth:`ScreenshotStore.free` (counted as ``evictions``); the
   store never drops a referenced key on its own.
 * The byte budget is enforced by back-pressure: ``put`` of new bytes waits while the budget is full and raises
-  :class:`ScreenshotStoreFull` after its timeout. Consumers must release what they consumed.
+  :class:`ScreenshotStoreFull` after its timeout. Consumers must release what they consumed: in training runs the
+  trainer releases every trajectory whose prompt group has left TransferQueue
+  (:mod:`~verl_asyncweb.trainer.screenshot_sweep`), and a failed episode releases its own at once.
+* A budget derived from the recipe (``peak_screenshots`` given) follows the run's measured bytes per screenshot:
+  once :data:`MEASURED_AFTER` screenshots are stored it becomes ``peak_screenshots`` x their mean size x
+  :data:`~verl_asyncweb.agent.store_budget.HEADROOM`, never below the derived budget nor above
+  :data:`MAX_BUDGET_FRACTION` of the host's memory.
 
 Restart detection (AsyncWebRL keeps its store in a Ray actor and drops batches whose keys went missing): every
 store draws a random incarnation id at start. Samples record the incarnation their keys were put under;
@@ -25,6 +31,8 @@ import asyncio
 import hashlib
 import io
 import logging
+import math
+import os
 import time
 import uuid
 from collections import Counter
@@ -40,6 +48,13 @@ DEFAULT_STORE_NAME = "asyncweb_screenshot_store"
 DEFAULT_BUDGET_BYTES = 512 * 1024 * 1024
 STORE_MAX_RESTARTS = 10
 """Restarts of the store process before clients give up (a crash loop must surface as an error)."""
+MEASURED_AFTER = 32
+"""Distinct screenshots stored before a derived budget follows their measured mean size."""
+MAX_BUDGET_FRACTION = 0.25
+"""Most of the host's memory a derived budget grows to."""
+BUDGET_STEP = 1.05
+"""A derived budget grows once the measured size asks for this factor more, or for the ceiling (not on every
+screenshot)."""
 
 
 class ScreenshotStoreFull(TimeoutError):
@@ -64,14 +79,27 @@ class ScreenshotStore:
     Args:
         budget_bytes: Most bytes held at once; ``put`` of new bytes waits while it would be exceeded.
         put_timeout_s: Default time a ``put`` waits for budget before raising :class:`ScreenshotStoreFull`.
+        peak_screenshots: Screenshots the run holds at its peak, when ``budget_bytes`` was derived from them: the
+            budget then follows the measured bytes per screenshot (see the module docstring); ``None`` keeps
+            ``budget_bytes`` fixed.
     """
 
-    def __init__(self, budget_bytes: int = DEFAULT_BUDGET_BYTES, put_timeout_s: float = 120.0):
+    def __init__(
+        self,
+        budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        put_timeout_s: float = 120.0,
+        peak_screenshots: int | None = None,
+    ):
         if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
             raise ValueError(f"ScreenshotStore budget_bytes must be an integer > 0, got {budget_bytes!r}")
         if not put_timeout_s > 0:
             raise ValueError(f"ScreenshotStore put_timeout_s must be > 0, got {put_timeout_s!r}")
         self._budget = budget_bytes
+        self._derived_budget = budget_bytes
+        self._peak_screenshots = peak_screenshots
+        self._stored = 0  # distinct screenshots ever stored, and their bytes: the measured size
+        self._stored_bytes = 0
+        self._peak_held = 0
         self._put_timeout_s = float(put_timeout_s)
         self._incarnation = uuid.uuid4().hex
         self._data: dict[str, bytes] = {}
@@ -125,7 +153,9 @@ class ScreenshotStore:
         else:
             self._data[key] = data
             self._held += len(data)
+            self._peak_held = max(self._peak_held, self._held)
             self._refs[key] = Counter()
+            self._measure(len(data))
         self._refs[key][owner] += 1
         self._owned.setdefault(owner, set()).add(key)
         return key
@@ -142,9 +172,10 @@ class ScreenshotStore:
                     if left <= 0:
                         self._counts["put_timeouts"] += 1
                         raise ScreenshotStoreFull(
-                            f"ScreenshotStore budget full: {_mib(self._held)} held of {_mib(self._budget)}, "
-                            f"waited {timeout_s:g} s to store {size} bytes; consumers must release() consumed "
-                            "trajectories, or raise asyncweb.agent.screenshot_store_budget_bytes"
+                            f"ScreenshotStore budget full: {_mib(self._held)} in {len(self._data)} screenshots "
+                            f"(~{self._mean_bytes() // 1024} KiB each) held of {_mib(self._budget)} by "
+                            f"{len(self._owned)} trajectories, waited {timeout_s:g} s to store {size} bytes; "
+                            "raise asyncweb.agent.screenshot_store_budget_bytes"
                         )
                     try:
                         await asyncio.wait_for(cond.wait(), timeout=left)
@@ -152,6 +183,30 @@ class ScreenshotStore:
                         continue  # the loop condition decides
             finally:
                 self._waiting -= 1
+
+    def _mean_bytes(self) -> int:
+        return self._stored_bytes // max(self._stored, 1)
+
+    def _measure(self, size: int) -> None:
+        """Count a newly stored screenshot; a derived budget follows the measured mean size."""
+        self._stored += 1
+        self._stored_bytes += size
+        if self._peak_screenshots is None or self._stored < MEASURED_AFTER:
+            return
+        from verl_asyncweb.agent.store_budget import HEADROOM
+
+        wanted = math.ceil(self._peak_screenshots * self._mean_bytes() * HEADROOM)
+        ceiling = max(self._derived_budget, _memory_ceiling())
+        budget = min(max(self._derived_budget, wanted), ceiling)
+        if budget > self._budget and (budget >= self._budget * BUDGET_STEP or budget == ceiling):
+            logger.info(
+                "ScreenshotStore budget %s -> %s: %d screenshots at the peak x %d KiB measured",
+                _mib(self._budget),
+                _mib(budget),
+                self._peak_screenshots,
+                self._mean_bytes() // 1024,
+            )
+            self._budget = budget
 
     async def put_batch(self, items: Sequence[bytes], owner: str, timeout_s: float | None = None) -> list[str]:
         """``put`` each item in order for ``owner``; returns their keys."""
@@ -177,14 +232,23 @@ class ScreenshotStore:
 
     async def release(self, owner: str) -> int:
         """Drop every reference held by ``owner``; returns the number of keys removed from the store."""
+        return await self.release_owners([owner])
+
+    async def release_owners(self, owners: Iterable[str]) -> int:
+        """Drop every reference held by each of ``owners``; returns the number of keys removed from the store."""
         removed = 0
-        for key in self._owned.pop(owner, set()):
-            refs = self._refs.get(key)
-            if refs is not None:
-                refs.pop(owner, None)
-                removed += await self._drop_if_unreferenced(key)
+        for owner in owners:
+            for key in self._owned.pop(owner, set()):
+                refs = self._refs.get(key)
+                if refs is not None:
+                    refs.pop(owner, None)
+                    removed += await self._drop_if_unreferenced(key)
         await self._notify()
         return removed
+
+    async def owners(self) -> list[str]:
+        """The owners (trajectory ids) holding references now."""
+        return list(self._owned)
 
     async def free(self, keys: Iterable[str], owner: str | None = None) -> int:
         """Drop references to ``keys``: those of ``owner``, or all of them when ``owner`` is ``None``.
@@ -228,7 +292,9 @@ class ScreenshotStore:
         return {
             "incarnation": self._incarnation,
             "bytes_held": self._held,
+            "peak_bytes_held": self._peak_held,
             "budget_bytes": self._budget,
+            "bytes_per_screenshot": self._mean_bytes(),
             "keys": len(self._data),
             "owners": len(self._owned),
             "waiting_puts": self._waiting,
@@ -251,6 +317,7 @@ class ScreenshotClient:
         name: Name of the actor (``asyncweb.agent.screenshot_store_name``).
         budget_bytes: Byte budget, used only when this client creates the actor.
         put_timeout_s: Back-pressure wait of ``put``, used only when this client creates the actor.
+        peak_screenshots: See :class:`ScreenshotStore`; used only when this client creates the actor.
         call_timeout_s: Timeout of every call to the actor on top of a put's wait.
         namespace: Ray namespace of the actor; the job's namespace when ``None``.
     """
@@ -260,12 +327,14 @@ class ScreenshotClient:
         name: str = DEFAULT_STORE_NAME,
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         put_timeout_s: float = 120.0,
+        peak_screenshots: int | None = None,
         call_timeout_s: float = 60.0,
         namespace: str | None = None,
     ):
         self.name = name
         self.budget_bytes = budget_bytes
         self.put_timeout_s = put_timeout_s
+        self.peak_screenshots = peak_screenshots
         self.call_timeout_s = call_timeout_s
         self.namespace = namespace
         self._handle = None
@@ -279,6 +348,7 @@ class ScreenshotClient:
             name=config["screenshot_store_name"],
             budget_bytes=config["screenshot_store_budget_bytes"] or DEFAULT_BUDGET_BYTES,
             put_timeout_s=config["screenshot_put_timeout_s"],
+            peak_screenshots=config["screenshot_store_peak_screenshots"],
             **kwargs,
         )
 
@@ -304,7 +374,7 @@ class ScreenshotClient:
         }
         if self.namespace is not None:
             options["namespace"] = self.namespace
-        return actor_cls.options(**options).remote(self.budget_bytes, self.put_timeout_s)
+        return actor_cls.options(**options).remote(self.budget_bytes, self.put_timeout_s, self.peak_screenshots)
 
     def _reset_after_death(self, exc: BaseException) -> None:
         logger.warning("ScreenshotStore %r died (%s); acquiring a new one", self.name, type(exc).__name__)
@@ -406,6 +476,14 @@ class ScreenshotClient:
         """Drop references to ``keys`` (``owner``'s, or all); returns keys removed."""
         return self._call("free", list(keys), owner)
 
+    def release_owners(self, owners: Iterable[str]) -> int:
+        """Drop every reference held by each of ``owners``; returns keys removed."""
+        return self._call("release_owners", list(owners))
+
+    def owners(self) -> list[str]:
+        """The trajectory ids holding references now."""
+        return self._call("owners")
+
     def stats(self) -> dict[str, Any]:
         """The store's counters, see :meth:`ScreenshotStore.stats`."""
         return self._call("stats")
@@ -436,6 +514,11 @@ class ScreenshotClient:
     async def astats(self) -> dict[str, Any]:
         """Async :meth:`stats`."""
         return await self._acall("stats")
+
+
+def _memory_ceiling() -> int:
+    """:data:`MAX_BUDGET_FRACTION` of this host's physical memory."""
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * MAX_BUDGET_FRACTION)
 
 
 def decode_images(blobs: Sequence[bytes | None]) -> list[Image.Image]:

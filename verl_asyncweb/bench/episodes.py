@@ -27,6 +27,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from verl_asyncweb.agent import fields
 from verl_asyncweb.compare.jsonl import CorruptLine
 from verl_asyncweb.compare.metric_names import POLICY_LAG_MEAN
 from verl_asyncweb.run_folder import RunFolder
@@ -37,7 +38,7 @@ LAST_VERSION = 3
 
 def group_of(episode: dict) -> str:
     """The episode's prompt group; records written before they carried ``group`` have ``{group}-{session}`` ids."""
-    return episode.get("group") or episode["traj_id"].rsplit("-", 1)[0]
+    return episode.get("group") or fields.group_of(episode["traj_id"])
 
 
 def version_of(episode: dict) -> int | None:

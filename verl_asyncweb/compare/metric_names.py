@@ -100,6 +100,14 @@ SCREENSHOTS_BYTES_FETCHED = "asyncweb/screenshots/bytes_fetched"
 SCREENSHOTS_PAYLOAD_BYTES_PER_TRAJ = "asyncweb/screenshots/rollout_payload_bytes_per_traj"
 SCREENSHOTS_BUILT_AHEAD = "asyncweb/screenshots/samples_built_ahead"
 """Step-samples whose pixels were built during the previous local update (``asyncweb.pixels.build_ahead``)."""
+SCREENSHOTS_STORE_BYTES_HELD = "asyncweb/screenshots/store_bytes_held"
+SCREENSHOTS_STORE_PEAK_BYTES = "asyncweb/screenshots/store_peak_bytes"
+"""The most bytes the screenshot store has held since the run (attempt) started."""
+SCREENSHOTS_STORE_BUDGET_BYTES = "asyncweb/screenshots/store_budget_bytes"
+SCREENSHOTS_STORE_PUT_TIMEOUTS_TOTAL = "asyncweb/screenshots/store_put_timeouts_total"
+"""Screenshots that waited ``asyncweb.agent.screenshot_put_timeout_s`` for budget and failed their episode."""
+SCREENSHOTS_RELEASED_TRAJECTORIES = "asyncweb/screenshots/released_trajectories"
+"""Trajectories whose screenshots left the store since the previous step (their group left TransferQueue)."""
 BEHAV_W_MEAN = "actor/behav_w_mean"
 BEHAV_W_MAX = "actor/behav_w_max"
 VERL_PPO_KL = "actor/ppo_kl"
@@ -157,6 +165,11 @@ DOCUMENTED_METRICS: dict[str, str] = {
     SCREENSHOTS_FROM_RUN_FOLDER: EVERY_STEP,
     SCREENSHOTS_DROPPED_SAMPLES: EVERY_STEP,
     SCREENSHOTS_BUILT_AHEAD: EVERY_STEP,
+    SCREENSHOTS_STORE_BYTES_HELD: EVERY_STEP,
+    SCREENSHOTS_STORE_PEAK_BYTES: EVERY_STEP,
+    SCREENSHOTS_STORE_BUDGET_BYTES: EVERY_STEP,
+    SCREENSHOTS_STORE_PUT_TIMEOUTS_TOTAL: EVERY_STEP,
+    SCREENSHOTS_RELEASED_TRAJECTORIES: EVERY_STEP,
     BRANCH_MEMBERS: BRANCHING,
     BRANCH_FALLBACKS: BRANCHING,
 }

@@ -18,10 +18,11 @@ hooks:
   (WebGym's way), resuming with the weight sync of ``on_step_end``;
 - ``_save_checkpoint`` / ``_load_checkpoint``: checkpoints hold no pixels, and a resumed run clears the rows the
   checkpoint's step trained on (:mod:`~verl_asyncweb.trainer.checkpoint_rows`);
-- ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step;
-  ``perf/throughput`` counts no GPU for an ``hf`` rollout server (it runs on CPU);
+- ``_compute_metrics``: adds the behaviour metrics of the episodes that finished since the last step and the
+  screenshot store's occupancy; ``perf/throughput`` counts no GPU for an ``hf`` rollout server (it runs on CPU);
 - ``on_init_end`` / ``fit``: verl's first weight sync, which waits for the rollout servers to load, runs in the
-  background while the task runner creates the agent-loop workers; ``fit`` waits for it before any rollout.
+  background while the task runner creates the agent-loop workers; ``fit`` waits for it before any rollout. The
+  screenshot sweep (:mod:`~verl_asyncweb.trainer.screenshot_sweep`) runs from then until ``fit`` returns.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 import numpy as np
+import ray
 import transfer_queue as tq
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
@@ -53,6 +55,7 @@ from verl_asyncweb.compare import metric_names as names
 from verl_asyncweb.trainer.checkpoint_rows import clear_trained_rows, drop_pixels, write_trained_rows
 from verl_asyncweb.trainer.pixels import PixelStats, as_list, pixel_dtype
 from verl_asyncweb.trainer.pixels_ahead import PixelRebuild, rows_sampled_next
+from verl_asyncweb.trainer.screenshot_sweep import ScreenshotSweeper
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +78,6 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         self._attempt_from_step: int | None = None  # the checkpoint this attempt resumed from (0: none)
         self._last_drain_at = self._started_at
         self._update_intervals: list[tuple[float, float]] = []  # the cycle's local updates
-        self._pending_releases: list[tuple[int, str]] = []
         self._pixel_stats = PixelStats()  # summed over the cycle's local updates
         self._pixel_seconds = 0.0
         self._optimizer_steps = 0
@@ -87,6 +89,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         # while verl sets up its workers, and on_init_end waits for it.
         self.screenshots = ScreenshotClient.from_config(self.asyncweb.agent)
         self.screenshots.start()
+        self._sweeper: ScreenshotSweeper | None = None
         self._initial_sync: Future | None = None
 
     # ------------------------------------------------------------------ start-up
@@ -95,6 +98,7 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         """verl's first weight sync (after the checkpoint, if any, is loaded) waits for the rollout servers to load;
         it runs in the background, so that the agent-loop workers the task runner creates next start meanwhile."""
         self.screenshots.connect()
+        self._sweeper = ScreenshotSweeper(self.screenshots).start()
         self._initial_sync = _start_in_background(super().on_init_end, name="initial-weight-sync")
 
     def fit(self, agent_loop_manager):
@@ -103,9 +107,12 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         try:
             super().fit(agent_loop_manager)
         finally:
+            # verl's task runner closes TransferQueue next, which the watchdog's and the sweeper's polls read.
             watchdog = getattr(agent_loop_manager, "watchdog", None)
             if watchdog is not None:
-                watchdog.stop()  # verl's task runner closes TransferQueue next, which the watchdog's polls read
+                watchdog.stop()
+            if self._sweeper is not None:
+                self._sweeper.stop()
 
     def _build_replay_buffer(self):
         replay_buffer = super()._build_replay_buffer()
@@ -302,10 +309,26 @@ class AsyncWebTrainer(PPOTrainerSeparateAsync):
         if self._attempt_from_step is None:  # an attempt's first logged step is the one after its checkpoint
             self._attempt_from_step = global_steps - 1
         metrics.update(drain_episode_metrics(self, global_steps))
+        metrics.update(self._store_metrics())
         step_s, wait_s = timing_raw.get("step", 0.0), timing_raw.get("gen", 0.0)
         if step_s > 0:
             metrics[names.TRAINER_IDLE_FRAC] = wait_s / step_s
         metrics[names.WALL_S] = self._wall_s(global_steps)
+
+    def _store_metrics(self) -> dict[str, float]:
+        """The screenshot store's occupancy, and the trajectories the sweep released since the previous step."""
+        try:
+            stats = self.screenshots.stats()
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            logger.warning("could not read the screenshot store's stats: %s", exc)
+            return {}
+        return {
+            names.SCREENSHOTS_STORE_BYTES_HELD: float(stats["bytes_held"]),
+            names.SCREENSHOTS_STORE_PEAK_BYTES: float(stats["peak_bytes_held"]),
+            names.SCREENSHOTS_STORE_BUDGET_BYTES: float(stats["budget_bytes"]),
+            names.SCREENSHOTS_STORE_PUT_TIMEOUTS_TOTAL: float(stats["put_timeouts"]),
+            names.SCREENSHOTS_RELEASED_TRAJECTORIES: float(self._sweeper.take_released() if self._sweeper else 0),
+        }
 
     def _get_n_gpus_for_throughput(self) -> int:
         """verl divides ``perf/throughput`` by the trainer's and the standalone rollout's GPUs; the ``hf`` rollout

@@ -123,23 +123,4 @@ def drain_episode_metrics(trainer, global_step: int) -> dict[str, float]:
         metrics[names.BRANCH_MEMBERS] = float(roles.count(MEMBER))
         metrics[names.BRANCH_FALLBACKS] = float(roles.count(FALLBACK))
     write_episodes(os.environ.get(RUN_DIR_ENV), recorded, global_step, trainer.screenshots, trainer._attempt_from_step)
-    release_screenshots(trainer, [e["traj_id"] for e in recorded], global_step)
     return metrics
-
-
-def release_screenshots(trainer, traj_ids: list[str], global_step: int) -> None:
-    """Drop the store's references of trajectories that can no longer be sampled (older than the staleness bound).
-
-    Consumed or dropped, a trajectory finished at step s is out of the replay buffer by step s + threshold, verl's
-    span threshold (eta + 1); its screenshots are released at step s + threshold + 2, a margin of two steps.
-    """
-    threshold = int(trainer.config.trainer.v1.sampler.get("max_off_policy_threshold") or 0)
-    pending = trainer._pending_releases
-    pending.extend((global_step + threshold + 2, traj_id) for traj_id in traj_ids)
-    due = [traj_id for step, traj_id in pending if step <= global_step]
-    trainer._pending_releases = [(step, traj_id) for step, traj_id in pending if step > global_step]
-    for traj_id in due:
-        try:
-            trainer.screenshots.release(traj_id)
-        except (ray.exceptions.RayError, TimeoutError) as exc:
-            logger.warning("could not release screenshots of %s: %s", traj_id, exc)
