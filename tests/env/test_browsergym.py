@@ -1,6 +1,6 @@
 """BrowserGym task sources on the pool: BrowserGym's own MiniWoB++ task classes (browsergym-miniwob, installed
 without its Playwright pin) set up and validate episodes on the pool's async page through the sync facade, and
-give the rewards our MiniWoB++ loader gives to the same scripted actions on the same instances."""
+give the rewards and raw scores our MiniWoB++ loader gives to the same scripted actions on the same instances."""
 
 import asyncio
 import dataclasses
@@ -40,7 +40,7 @@ async def play(pool, session, task, name, correct):
     assert not obs.env_failed, obs.error
     results = [await pool.step(session, a.tool_call) for a in miniwob_actions(name, obs, correct=correct)]
     evaluation = await pool.evaluate(session, task)
-    return obs.instruction, results[-1].done, evaluation.reward
+    return obs.instruction, results[-1].done, evaluation.reward, evaluation.raw_score
 
 
 @pytest.mark.parametrize("name", PARITY_TASKS)
@@ -48,12 +48,12 @@ async def test_browsergym_and_our_loader_give_the_same_rewards_to_the_same_actio
     for bg_task in load_browsergym_tasks(f"miniwob.{name}", seed=3, episodes_per_task=2):
         ours = same_instance_of_our_loader(bg_task)
         for correct in (True, False) if name in WRONG_PLANS else (True,):
-            bg_goal, bg_done, bg_reward = await play(pool, session, bg_task, name, correct)
-            goal, done, reward = await play(pool, session, ours, name, correct)
-            # The same page instance: the same goal, the same outcome of the same plan.
+            bg_goal, bg_done, bg_reward, bg_raw = await play(pool, session, bg_task, name, correct)
+            goal, done, reward, raw = await play(pool, session, ours, name, correct)
+            # The same page instance: the same goal, the same outcome and raw score of the same plan.
             assert bg_goal == goal and bg_goal
-            assert (bg_done, bg_reward) == (done, reward)
-            assert (done, reward) == (True, 1.0) if correct else reward == 0.0
+            assert (bg_done, bg_reward, bg_raw) == (done, reward, raw)
+            assert (done, reward, raw) == (True, 1.0, 1.0) if correct else reward == 0.0 and raw < 1.0
 
 
 async def test_the_task_validates_after_every_action_and_ends_the_episode_itself(pool, session):

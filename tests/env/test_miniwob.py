@@ -90,3 +90,27 @@ async def test_a_button_the_mouse_was_left_over_is_not_drawn_hovered_at_the_next
         assert await s.page.screenshot() != away, "hovered, the button is drawn otherwise"
         again = await pool.reset(s, one)
     assert again.screenshot == first.screenshot
+
+
+_SUBMIT_UNCHECKED_JS = """() => {
+    const boxes = document.querySelectorAll('#boxes input[type=checkbox]').length;
+    const query = document.getElementById('query').textContent;
+    const named = query === 'Select nothing and click Submit.' ? 0 : query.split(',').length;
+    document.getElementById('subbtn').click();
+    return {boxes, named};
+}"""
+
+
+async def test_partial_credit_is_kept_as_the_raw_score_and_is_no_success(pool, session):
+    """Submitting click-checkboxes untouched scores (unnamed - named) / boxes, above 0 whenever most boxes are not
+    named: the raw score is kept, but only the full score counts as success."""
+    seen = set()
+    for task in load_tasks("miniwob", names=["click-checkboxes"], seed=3, episodes_per_task=12):
+        assert not (await pool.reset(session, task)).env_failed
+        counts = await session.page.evaluate(_SUBMIT_UNCHECKED_JS)
+        evaluation = await pool.evaluate(session, task)
+        expected = (counts["boxes"] - 2 * counts["named"]) / counts["boxes"]
+        assert evaluation.raw_score == pytest.approx(expected), evaluation.reasons
+        assert evaluation.success is (counts["named"] == 0) and evaluation.reward == float(evaluation.success)
+        seen.add("full" if counts["named"] == 0 else "partial" if expected > 0 else "none")
+    assert "partial" in seen, "some instance gave partial credit, which counted as success before"

@@ -189,7 +189,7 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
     written = json.loads((out / "results.json").read_text())
     assert [run["run"] for run in written["arms"]] == ["const", "const_seed1", "rl", "rl_seed1"]
     assert written["arms"][1] == json.loads(json.dumps(carried["arms"][0])), "a kept run is not rewritten"
-    assert written["arms"][3]["held_out_after_outcomes"] == [1.0] * 6 + [0.0] * 4
+    assert [o["success"] for o in written["arms"][3]["held_out_after_outcomes"]] == [1] * 6 + [0] * 4
     assert written["held_out_before_outcomes"] == carried["held_out_before_outcomes"]
     table = capsys.readouterr().out
     assert "held-out success of the warm start: 0.300" in table

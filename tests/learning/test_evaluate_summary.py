@@ -6,7 +6,15 @@ from verl_asyncweb.agent.metrics import TrajectorySummary
 from verl_asyncweb.learning.evaluate import summarize
 
 
-def _report(task_id: str, success: bool, steps: int, slice_: str | None = None, env_failed: bool = False) -> dict:
+def _report(
+    task_id: str,
+    success: bool,
+    steps: int,
+    slice_: str | None = None,
+    env_failed: bool = False,
+    seed: int | None = None,
+    raw_score: float | None = None,
+) -> dict:
     summary = TrajectorySummary(
         traj_id=f"{task_id}-{steps}",
         task_id=task_id,
@@ -23,15 +31,17 @@ def _report(task_id: str, success: bool, steps: int, slice_: str | None = None, 
         "success": success,
         "env_failed": env_failed,
         "steps": [{}] * steps,
+        "seed": seed,
+        "raw_score": raw_score,
     }
 
 
 REPORTS = [
-    _report("miniwob/login-user/0", True, 3, "easy"),
-    _report("miniwob/login-user/1", False, 6, "easy"),
-    _report("browsergym/miniwob.login-user/0", True, 5, "easy"),
-    _report("miniwob/enter-text/0", False, 4, "medium"),
-    _report("miniwob/enter-text/1", True, 2, "medium"),
+    _report("miniwob/login-user/0", True, 3, "easy", seed=70, raw_score=1.0),
+    _report("miniwob/login-user/1", False, 6, "easy", seed=12, raw_score=-1.0),
+    _report("browsergym/miniwob.login-user/0", True, 5, "easy", seed=70),
+    _report("miniwob/enter-text/0", False, 4, "medium", seed=31, raw_score=0.5),
+    _report("miniwob/enter-text/1", True, 2, "medium", seed=9, raw_score=1.0),
     # A browser that failed: counted apart, in no rate and no outcome (it would otherwise count as a failure).
     _report("miniwob/enter-text/2", False, 1, "medium", env_failed=True),
     _report("site/shop-cart", True, 7, None),
@@ -63,14 +73,17 @@ def test_steps_by_outcome_and_the_outcomes_confidence_intervals_resample():
     }
     assert result["metrics"]["asyncweb/steps_per_traj/success"] == pytest.approx((3 + 5 + 2 + 7) / 4)
     assert result["metrics"]["asyncweb/steps_per_traj/failure"] == pytest.approx((6 + 4) / 2)
+    # One record per instance, by task then page seed whatever order the episodes finished in: arms evaluated on
+    # the same instances pair line by line. Partial credit (0.5) is kept as the raw score of a failure.
     assert result["outcomes"] == [
-        ["login-user", 1, 3],
-        ["login-user", 0, 6],
-        ["miniwob.login-user", 1, 5],
-        ["enter-text", 0, 4],
-        ["enter-text", 1, 2],
-        ["site/shop-cart", 1, 7],
+        {"task": "enter-text", "seed": 9, "raw_score": 1.0, "success": 1, "steps": 2},
+        {"task": "enter-text", "seed": 31, "raw_score": 0.5, "success": 0, "steps": 4},
+        {"task": "login-user", "seed": 12, "raw_score": -1.0, "success": 0, "steps": 6},
+        {"task": "login-user", "seed": 70, "raw_score": 1.0, "success": 1, "steps": 3},
+        {"task": "miniwob.login-user", "seed": 70, "raw_score": None, "success": 1, "steps": 5},
+        {"task": "site/shop-cart", "seed": None, "raw_score": None, "success": 1, "steps": 7},
     ]
+    assert summarize(REPORTS[::-1], [], 1.0, 0.0)["outcomes"] == result["outcomes"]
 
 
 def test_only_failed_environments_give_no_rate_rather_than_zero():

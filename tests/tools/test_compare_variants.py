@@ -87,9 +87,13 @@ def test_runs_of_one_setup_are_pooled_with_seeds_and_episodes_resampled(six_runs
     held_out_diff = difference_interval(traj, [run_samples(run, row) for run in variants[1].runs])
     assert held_out_diff.resolved and held_out_diff.mean == pytest.approx((42 - 12) / 60)
     interval = r"\[[-+]0\.\d+, [-+]0\.\d+\]"
-    assert re.search(rf"\| traj − const \| held-out success \| \+0\.500 {interval} \| {interval} \| yes \|", text)
+    assert re.search(
+        rf"\| traj − const \| held-out success \| \+0\.500 {interval} \| {interval} \(Holm, 2\) \| yes \|", text
+    )
     # Training success: equal means, 3 values a side: not resolved.
-    assert re.search(rf"\| traj − const \| success rate, final \| \+0\.000 {interval} \| {interval} \| no \|", text)
+    assert re.search(
+        rf"\| traj − const \| success rate, final \| \+0\.000 {interval} \| {interval} \(Holm, 2\) \| no \|", text
+    )
 
 
 def test_the_variant_plot_draws_the_mean_and_its_interval_at_each_step(six_runs):

@@ -352,7 +352,8 @@ class WebAgentLoop(AgentLoopBase):
         if state.context_overflow:
             return EvalResult(reward=0.0, success=False, reasons=["context overflow"])
         if result is not None and result.reward is not None:
-            return EvalResult(reward=float(result.reward), success=result.reward > 0, reasons=[result.info])
+            reward, raw = float(result.reward), result.raw_score
+            return EvalResult(reward=reward, success=reward > 0, reasons=[result.info], raw_score=raw)
         return await pool.evaluate(session, task, state.answer, state.screenshots)
 
     async def _step(self, pool, session, task, state: EpisodeState, observation, step_index: int, sampling_params):

@@ -4,12 +4,13 @@ Simulated pairs of variants, as a comparison of learning runs draws them: each s
 around ``--rate`` (the second variant's around ``--rate`` + ``--difference``) with a seed-to-seed spread
 ``--seed-sd`` (training noise), then ``--episodes`` held-out episodes at that rate. For each number of seeds a
 side, the share of pairs whose difference excludes zero by the bootstrap interval alone, by Welch's t interval over
-the seeds' means alone, and by both (what the tables mark resolved, :mod:`verl_asyncweb.compare.confidence`). With
-no difference that share is the false-positive rate (a 95% rule that holds its level stays near 5%); with one, the
-rule's power.
+the seeds' means alone (each side's spread floored at a seed's binomial spread), and by both (what the tables mark
+resolved, :mod:`verl_asyncweb.compare.confidence`). With no difference that share is the false-positive rate (a 95%
+rule that holds its level stays near 5%); with one, the rule's power. Each pair is a single comparison: Holm's
+correction over an experiment's comparisons only makes its verdicts more conservative.
 
-    python -m verl_asyncweb.bench intervals --seeds 1,2,3,5 --seed-sd 0,0.08 --pairs 1000
-    python -m verl_asyncweb.bench intervals --seeds 3,5,10 --seed-sd 0.08 --difference 0.15 --pairs 1000
+    python -m verl_asyncweb.bench intervals --seeds 1,2,3 --seed-sd 0,0.08 --pairs 300 --resamples 1000
+    python -m verl_asyncweb.bench intervals --seeds 2,3,5 --seed-sd 0.08 --difference 0.15 --pairs 300 --resamples 1000
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from verl_asyncweb.bench.e2e import run_sampled
+from verl_asyncweb.compare.confidence import Interval
 from verl_asyncweb.compare.metric_names import (
     BRANCH_MEMBERS,
     ENV_STEPS,
@@ -60,6 +61,7 @@ from verl_asyncweb.compare.metric_names import (
 )
 from verl_asyncweb.compare.runs import metrics_files, read_metrics
 from verl_asyncweb.learning.evaluate import SCORE_PANEL_UNRECORDED, checkpoint_steps, output_file, recorded_score_panel
+from verl_asyncweb.learning.outcomes import by_instance, outcomes_to_json, read_outcomes
 from verl_asyncweb.recipes_registry import compose_recipe
 from verl_asyncweb.run_folder import RunFolder
 
@@ -137,7 +139,7 @@ HELD_OUT_BEFORE = (
     "held_out_before_outcomes",
 )
 """The warm start's held-out figures in ``results.json``: success rate, per task, steps to success per task, and
-per episode (0/1)."""
+per instance (:mod:`verl_asyncweb.learning.outcomes`; 0/1 per episode in records written before)."""
 
 
 EVALUATION_DEFAULTS = {
@@ -398,45 +400,92 @@ def plot_env_steps(results: list[dict], before: float, path: Path):
     return _save(figure, axes, before, path, "environment (policy) steps played in training", "held-out success rate")
 
 
-def _outcomes(evaluation: dict) -> list[float]:
-    """The held-out episodes' successes (0/1); one number, the rate, for an evaluation written without them."""
+def _outcomes(evaluation: dict) -> list:
+    """The held-out outcomes to record: per instance (:mod:`verl_asyncweb.learning.outcomes`) as the evaluation
+    wrote them; one number, the rate, for an evaluation written without them."""
     if "outcomes" in evaluation:
-        return [float(success) for _, success, _ in evaluation["outcomes"]]
+        return outcomes_to_json(read_outcomes(evaluation["outcomes"]))
     return [float(evaluation["success"])]
+
+
+def _successes(recorded: list) -> list[float]:
+    """The successes (0/1) of recorded outcomes: per-instance records, or successes as older records hold them."""
+    return [float(o["success"]) if isinstance(o, dict) else float(o) for o in recorded]
+
+
+def _instances(recorded: list) -> dict:
+    """Instance -> success of recorded per-instance outcomes (empty for older records: nothing to pair)."""
+    return by_instance(read_outcomes([o for o in recorded if isinstance(o, dict)]))
 
 
 def arm_summaries(record: dict) -> list[str]:
     """Per arm: mean held-out success over its seeds with a 95% interval, and its gain over the warm start (one
-    fixed model); then each pair of arms' difference, marked resolved when its bootstrap interval and Welch's over
-    the seeds both exclude zero (:mod:`verl_asyncweb.compare.confidence`; Welch's cut to what a success rate allows)."""
-    from verl_asyncweb.compare.confidence import difference_interval, mean_interval
+    model; its evaluation's episodes its noise); then each pair of arms' difference, and paired by seed and
+    held-out instance where both record instances (:mod:`verl_asyncweb.compare.paired`). Each family (gains,
+    differences, paired differences) is Holm-corrected across its comparisons; a comparison is resolved when its
+    bootstrap interval and Welch's over the seeds (floored at each seed's binomial spread, Holm-adjusted) both
+    exclude zero (:mod:`verl_asyncweb.compare.confidence`; Welch's cut to what a success rate allows)."""
+    from verl_asyncweb.compare.confidence import difference_interval, holm, mean_interval
+    from verl_asyncweb.compare.paired import paired_difference
 
+    runs = runs_by_arm(record["arms"])
     by_arm = {
-        arm: [run.get("held_out_after_outcomes") or [run["held_out_after"]] for run in runs]
-        for arm, runs in runs_by_arm(record["arms"]).items()
+        arm: [_successes(run.get("held_out_after_outcomes") or [run["held_out_after"]]) for run in arm_runs]
+        for arm, arm_runs in runs.items()
     }
-    before = [record.get("held_out_before_outcomes") or [record["held_out_before"]]]
+    instances = {
+        arm: [_instances(run.get("held_out_after_outcomes") or []) for run in sorted(arm_runs, key=_seed)]
+        for arm, arm_runs in runs.items()
+    }
+    before = [_successes(record.get("held_out_before_outcomes") or [record["held_out_before"]])]
     lines = [
         "",
         "| arm | held-out after, mean [95% CI] | gain over the warm start [95% CI] | gain over seeds (Welch) "
         "| resolved |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for arm, samples in by_arm.items():
-        gain = difference_interval(samples, before, fixed_second=True, bounds=(0, 1))
+    gains = holm(
+        [
+            lambda level, s=samples: difference_interval(s, before, level, fixed_second=True, bounds=(0, 1))
+            for samples in by_arm.values()
+        ]
+    )
+    for (arm, samples), gain in zip(by_arm.items(), gains, strict=True):
         lines.append(f"| {arm} | {mean_interval(samples).format()} | {gain.format_difference()} |")
     pairs = list(itertools.combinations(by_arm, 2))
     if pairs:
+        differences = holm(
+            [lambda level, a=a, b=b: difference_interval(by_arm[a], by_arm[b], level, bounds=(0, 1)) for a, b in pairs]
+        )
+        paired = holm(
+            [
+                lambda level, a=a, b=b: paired_difference(instances[a], instances[b], level, (0, 1)) or _NO_PAIRS
+                for a, b in pairs
+            ]
+        )
         lines += [
             "",
-            "| difference | held-out success [95% CI] | over seeds (Welch) | resolved |",
-            "| --- | --- | --- | --- |",
+            "| difference | held-out success [95% CI] | over seeds (Welch) | resolved | paired by instance "
+            "(Holm) | resolved |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
-        for a, b in pairs:
-            lines.append(
-                f"| {a} − {b} | {difference_interval(by_arm[a], by_arm[b], bounds=(0, 1)).format_difference()} |"
-            )
+        for (a, b), difference, by_instance_pair in zip(pairs, differences, paired, strict=True):
+            lines.append(f"| {a} − {b} | {difference.format_difference()} | {_format_paired(by_instance_pair)} |")
     return lines
+
+
+_NO_PAIRS = Interval(math.nan, math.nan, math.nan, 0, 0)
+"""A pair of arms without instances to pair (records written before per-instance outcomes)."""
+
+
+def _seed(run: dict) -> int:
+    return int(run.get("seed", 0))
+
+
+def _format_paired(interval: Interval) -> str:
+    if interval.seeds == 0:
+        return "n/a | n/a"
+    return f"{interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}] | {'yes' if interval.resolved else 'no'}"
 
 
 ARM_FIGURES = {

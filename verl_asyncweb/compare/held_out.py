@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_asyncweb.compare import metric_names as M
+from verl_asyncweb.learning.outcomes import read_outcomes
 
 PREFIX = "eval/"
 _EVAL_FILE = re.compile(r"eval_(?P<seeds>[\w-]+)_T(?P<temperature>[0-9.]+)\.json")
@@ -64,8 +65,12 @@ def read_held_out(
             value = record.get(key, record.get("metrics", {}).get(key))
             if isinstance(value, int | float) and not isinstance(value, bool):
                 by_metric.setdefault(metric(name["seeds"], name["temperature"], series), {})[step] = float(value)
-        outcomes = record.get("outcomes")
-        if isinstance(outcomes, list) and all(isinstance(o, list) and len(o) == 3 for o in outcomes):
+        try:
+            outcomes = read_outcomes(record.get("outcomes") or [])
+        except (KeyError, TypeError, ValueError) as err:
+            warnings.append(f"{path}: its outcomes could not be read: {err}")
+            outcomes = []
+        if outcomes:
             success = metric(name["seeds"], name["temperature"], "success_rate")
-            episodes.setdefault(success, {})[step] = [float(bool(o[1])) for o in outcomes]
+            episodes.setdefault(success, {})[step] = [float(o.success) for o in outcomes]
     return {name: sorted(values.items()) for name, values in by_metric.items()}, episodes

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from verl_asyncweb.compare.confidence import Interval, Samples, difference_interval, mean_interval
+from verl_asyncweb.compare.confidence import Interval, Samples, difference_interval, holm, mean_interval
 from verl_asyncweb.compare.runs import Run
 from verl_asyncweb.compare.table import MISSING, TableRow, cell_value
 
@@ -95,14 +95,16 @@ class Difference:
 
 
 def pairwise_differences(variants: list[Variant], rows: list[TableRow]) -> list[Difference]:
-    """Every pair of variants on every success row both logged."""
-    found = []
+    """Every pair of variants on every success row both logged, Holm-corrected across all of them (the table's
+    comparisons)."""
+    found, comparisons = [], []
     for row in filter(is_success_row, rows):
         for first, second in itertools.combinations(variants, 2):
             a, b = variant_samples(first, row), variant_samples(second, row)
             if a and b:
-                found.append(Difference(row, first.name, second.name, difference_interval(a, b)))
-    return found
+                found.append((row, first.name, second.name))
+                comparisons.append(lambda level, a=a, b=b: difference_interval(a, b, level))
+    return [Difference(*names, interval) for names, interval in zip(found, holm(comparisons), strict=True)]
 
 
 def render_variants(variants: list[Variant], rows: list[TableRow]) -> list[str]:

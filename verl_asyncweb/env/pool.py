@@ -22,7 +22,7 @@ from verl_asyncweb.env.actions import Action, Answer, ParsedAction, describe, pa
 from verl_asyncweb.env.browser import BrowserSlot
 from verl_asyncweb.env.clock import EPOCH_MS, advance_page_clock
 from verl_asyncweb.env.config import BrowserPoolConfig
-from verl_asyncweb.env.evaluators.programmatic import evaluate_programmatic
+from verl_asyncweb.env.evaluators.programmatic import evaluate_programmatic, full_score
 from verl_asyncweb.env.executor import perform, settle
 from verl_asyncweb.env.fork import SnapshotMixin
 from verl_asyncweb.env.latency import LatencyModel
@@ -414,12 +414,19 @@ class BrowserPool(SnapshotMixin):
             done = done or ended
         obs = await observe(session.page, session.cdp, self.config, state["title"])
         session.last_observation = obs
-        reward = None
+        evaluation = None
         if done:
             session.done = True
             if task.evaluator != "judge":
-                session.reward = reward = (await self.evaluate(session, task, session.answer)).reward
-        return StepResult(obs, done=done, reward=reward, info=info or describe(action))
+                evaluation = await self.evaluate(session, task, session.answer)
+                session.reward = evaluation.reward
+        return StepResult(
+            obs,
+            done=done,
+            reward=evaluation.reward if evaluation else None,
+            raw_score=evaluation.raw_score if evaluation else None,
+            info=info or describe(action),
+        )
 
     async def evaluate(
         self, session: Session, task: Task, answer: str | None = None, screenshots: list[bytes] | None = None
@@ -451,7 +458,8 @@ class BrowserPool(SnapshotMixin):
                     return EvalResult(
                         env_failed=True, reasons=[describe_error(exc, "validate", self.config.navigation_timeout_s)]
                     )
-            return EvalResult(live.reward, live.reward > 0, list(live.message))
+            success = full_score(live.raw_score)  # strict, as our MiniWoB++ loader scores the same pages
+            return EvalResult(float(success), success, list(live.message), raw_score=live.raw_score)
         store = self._server.store if self._server else None
         try:
             return await evaluate_programmatic(session, task, answer, store, self.config.action_timeout_s)

@@ -37,6 +37,7 @@ class StepResult:
         done: The episode ended (answer, in-page end, step budget, or environment failure).
         reward: Programmatic reward once the episode is done and its evaluator is programmatic, else ``None``
             (call :meth:`BrowserPool.evaluate` for judge tasks).
+        raw_score: The evaluator's own score beside ``reward`` (:attr:`EvalResult.raw_score`), when it gave one.
         info: Result of the action as text for the model, e.g. ``"left_click (640,360)"`` or
             ``"invalid action: <reason>"``.
         invalid_action: The model's output did not parse into an action (a model mistake, counted, not an error).
@@ -47,6 +48,7 @@ class StepResult:
     observation: Observation
     done: bool = False
     reward: float | None = None
+    raw_score: float | None = None
     info: str = ""
     invalid_action: bool = False
     env_failed: bool = False
@@ -58,12 +60,14 @@ class EvalResult:
     """Outcome of evaluating a finished episode.
 
     Args:
-        reward: Scalar reward: 1.0 on success, else 0.0 (MiniWoB++'s raw in-page reward is in ``reasons``).
-        success: The task was accomplished.
+        reward: The trained reward: 1.0 on success, else 0.0.
+        success: The task was accomplished as its instruction says (MiniWoB++: full raw score).
         reasons: Human-readable evidence (verifier checks, judge verdicts).
         env_failed: The browser failed during the episode; mask it.
         blocked: The judge saw a CAPTCHA or blocking page; leave the episode out of the success denominator.
         evaluator_failed: The evaluator itself failed (judge unreachable after retries, bad reply); mask it.
+        raw_score: The evaluator's own score: MiniWoB++'s raw in-page reward in [-1, 1] (partial credit on tasks
+            such as click-checkboxes), 1.0 or 0.0 for a verifier's or the judge's verdict; None when none was read.
     """
 
     reward: float = 0.0
@@ -72,6 +76,7 @@ class EvalResult:
     env_failed: bool = False
     blocked: bool = False
     evaluator_failed: bool = False
+    raw_score: float | None = None
 
     @property
     def masked(self) -> bool:

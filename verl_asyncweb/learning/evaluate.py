@@ -7,7 +7,8 @@ and evaluators as training) with an in-process :class:`~verl_asyncweb.backends.h
 verl's ``generate`` contract. Held-out instances come from :data:`~verl_asyncweb.learning.splits.HELD_OUT_SEED`;
 before anything runs, they are checked against every instance the model was trained on (the run's task data,
 the demonstrations behind its warm start). Writes success overall, per task and per difficulty, steps per
-trajectory by outcome, invalid-action rate and the memory metrics as JSON, and prints a table.
+trajectory by outcome, invalid-action rate, the memory metrics and each instance's outcome
+(:mod:`verl_asyncweb.learning.outcomes`) as JSON, and prints a table.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 from omegaconf import DictConfig, OmegaConf
 
 from verl_asyncweb.console import refuse
+from verl_asyncweb.learning.outcomes import Outcome, outcomes_to_json
 from verl_asyncweb.learning.splits import HELD_OUT_SEED, check_disjoint, instance_keys
 
 logger = logging.getLogger(__name__)
@@ -252,6 +254,10 @@ async def run_episodes(cfg: DictConfig, model_dir: Path, tasks: list, temperatur
     class EvalAgentLoop(WebAgentLoop):
         report: dict[str, Any] | None = None
 
+        def _summary(self, task, state, evaluation, started: float) -> dict[str, Any]:
+            summary = super()._summary(task, state, evaluation, started)
+            return {**summary, "seed": task.seed, "raw_score": evaluation.raw_score}
+
         def report_episode(self, summary: dict[str, Any]) -> None:
             self.report = summary
             reports.append(summary)
@@ -299,6 +305,12 @@ def _task_name(task_id: str) -> str:
     return task_id.split("/")[1] if task_id.startswith(("miniwob/", "browsergym/")) else task_id
 
 
+def _outcome(report: dict) -> Outcome:
+    raw = report.get("raw_score")
+    task = _task_name(report["task_id"])
+    return Outcome(task, report.get("seed"), raw, int(report["success"]), len(report["steps"]))
+
+
 def summarize(reports: list[dict], tasks: list, temperature: float, seconds: float) -> dict[str, Any]:
     """Success overall / per task / per difficulty, steps to success per task, each counted episode's outcome and
     the agent metrics of the episodes; environment-failed episodes are counted apart and excluded from the rates."""
@@ -328,8 +340,8 @@ def summarize(reports: list[dict], tasks: list, temperature: float, seconds: flo
         "success_by_task": {name: rate(values) for name, values in sorted(by_task.items())},
         "success_by_difficulty": {name: rate(values) for name, values in sorted(by_slice.items())},
         "steps_to_success_by_task": {name: rate(values) for name, values in sorted(steps_to_success.items())},
-        # One [task, success, steps] per counted episode: what confidence intervals resample (compare, bench).
-        "outcomes": [[_task_name(r["task_id"]), int(r["success"]), len(r["steps"])] for r in valid],
+        # One per counted instance, by (task, seed): what confidence intervals resample and pair (compare, bench).
+        "outcomes": outcomes_to_json([_outcome(report) for report in valid]),
         "metrics": aggregate([r["summary"] for r in reports]),
         "eval_s": round(seconds, 1),
     }

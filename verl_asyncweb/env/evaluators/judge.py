@@ -111,7 +111,7 @@ class RubricJudge:
         reasons.append(f"{'PASS' if supported else 'FAIL'} B: answer supported ({final.get('reason', '')})")
         if final.get("blocked") is True:
             return EvalResult(0.0, False, reasons + ["blocked page detected"], blocked=True)
-        return EvalResult(1.0 if success else 0.0, success, reasons)
+        return EvalResult(float(success), success, reasons, raw_score=float(success))
 
     async def probe(self) -> dict:
         """One request without images that the judge must answer with a JSON object, as it answers a rubric call;

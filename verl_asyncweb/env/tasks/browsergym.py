@@ -297,6 +297,8 @@ class LiveTask:
         benchmark: Its benchmark.
         goal: Its goal (the instruction).
         reward: The last ``validate`` reward.
+        raw_score: The task's own score behind it: MiniWoB++'s raw in-page reward (BrowserGym's reward is 1 for any
+            raw reward above 0), else the reward.
         done: Whether ``validate`` ended the episode.
         message: The last ``validate`` message and info, for the evaluator's reasons.
     """
@@ -306,6 +308,7 @@ class LiveTask:
     benchmark: Benchmark
     goal: str = ""
     reward: float = 0.0
+    raw_score: float = 0.0
     done: bool = False
     message: list[str] = field(default_factory=list)
 
@@ -349,6 +352,8 @@ class LiveTask:
         page = validation_page(self.benchmark, self.page)
         reward, done, message, info = await run_task_code(self.task.validate, page, chat)
         self.reward, self.done = float(reward), bool(done)
+        raw = info.get("RAW_REWARD_GLOBAL") if isinstance(info, dict) else None
+        self.raw_score = self.reward if raw is None else float(raw)
         self.message = [f"browsergym reward {self.reward:g}" + (f": {message}" if message else "")]
         if isinstance(info, dict) and info.get("error"):
             self.message.append(str(info["error"]))
