@@ -117,3 +117,38 @@ def test_compare_prints_the_pooled_table_when_runs_share_a_setup(six_runs, tmp_p
 def test_runs_of_distinct_setups_get_no_pooled_table(six_runs, tmp_path, capsys):
     assert compare_main([str(six_runs[0]), str(six_runs[3]), "--out", str(tmp_path / "cmp")]) == 0
     assert "Variants:" not in capsys.readouterr().out
+
+
+def test_variants_whose_evaluations_record_instances_are_also_compared_instance_by_instance(tmp_path):
+    # Seeds spread widely (30, 10, 20 of 80 instances solved), and traj solves the same instances as const plus 8
+    # more in every seed: unpaired, the seeds' spread hides the 10 points; paired by instance, it is resolved.
+    runs = []
+    for arm, extra in (("traj", 8), ("const", 0)):
+        for seed, solved in enumerate((30, 10, 20)):
+            name = arm if seed == 0 else f"{arm}_seed{seed}"
+            held_out = [1] * (solved + extra) + [0] * (80 - solved - extra)
+            run = _run(tmp_path, name, arm, seed, [0.3, 0.4, 0.5], held_out)
+            outcomes = [
+                {"task": "login-user", "seed": instance, "raw_score": 2.0 * success - 1, "success": success, "steps": 3}
+                for instance, success in enumerate(held_out)
+            ]
+            evaluation = run / "global_step_3" / "eval_held-out_T0.7.json"
+            evaluation.write_text(json.dumps({"success": sum(held_out) / 80, "outcomes": outcomes}))
+            runs.append(run)
+    variants = group_variants(load_runs(runs))
+    text = "\n".join(render_variants(variants, [TableRow("held-out success", HELD_OUT, "final")]))
+    interval = r"\[[-+]0\.\d+, [-+]0\.\d+\]"
+    assert re.search(
+        rf"\| traj − const \| held-out success \| \+0\.100 {interval} \| {interval} \| no "
+        rf"\| \+0\.100 {interval} \| yes \|",
+        text,
+    ), text
+    # A run whose evaluation predates per-instance records: nothing to pair with.
+    evaluation = runs[0] / "global_step_3" / "eval_held-out_T0.7.json"
+    evaluation.write_text(
+        json.dumps({"success": 0.475, "outcomes": [["login-user", 1, 3]] * 38 + [["login-user", 0, 3]] * 42})
+    )
+    text = "\n".join(
+        render_variants(group_variants(load_runs(runs)), [TableRow("held-out success", HELD_OUT, "final")])
+    )
+    assert text.rstrip().endswith("| no | n/a | n/a |"), text

@@ -81,6 +81,11 @@ class Interval:
             seeds += f" (Holm, {self.comparisons})"
         return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] | {seeds} | {'yes' if self.resolved else 'no'}"
 
+    def format_paired(self) -> str:
+        """``+0.100 [+0.040, +0.160] | yes``: a paired difference, its interval and whether it is resolved (two
+        Markdown cells)."""
+        return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] | {'yes' if self.resolved else 'no'}"
+
     def format(self, digits: int = 3) -> str:
         """``0.412 [0.350, 0.476] (3 seeds)``; a single value has no interval."""
         if self.seeds == 1 and self.values == 1:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verl_asyncweb.compare import metric_names as M
-from verl_asyncweb.learning.outcomes import read_outcomes
+from verl_asyncweb.learning.outcomes import by_instance, read_outcomes
 
 PREFIX = "eval/"
 _EVAL_FILE = re.compile(r"eval_(?P<seeds>[\w-]+)_T(?P<temperature>[0-9.]+)\.json")
@@ -38,12 +39,25 @@ def _evaluations(run_dir: Path, start_model: str | None) -> list[tuple[int, Path
     return found
 
 
-def read_held_out(
-    run_dir: Path, start_model: str | None, warnings: list[str]
-) -> tuple[dict[str, list[tuple[int, float]]], dict[str, dict[int, list[float]]]]:
-    """Every evaluation of the run's checkpoints (and of its starting model, as step 0) as metric series
-    (:data:`verl_asyncweb.compare.runs.Series`), and for success the evaluated episodes' outcomes by step (what
-    confidence intervals resample) where the evaluation recorded them.
+@dataclass
+class HeldOut:
+    """A run's held-out evaluations.
+
+    Attributes:
+        series: Metric name -> :data:`verl_asyncweb.compare.runs.Series`.
+        episodes: Success metric -> step -> the evaluated episodes' successes (0/1), where the evaluation recorded
+            them (what confidence intervals resample).
+        instances: Success metric -> step -> (task, page seed) -> success, where the evaluation recorded its
+            instances (what paired comparisons match).
+    """
+
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    episodes: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    instances: dict[str, dict[int, dict[tuple[str, int], float]]] = field(default_factory=dict)
+
+
+def read_held_out(run_dir: Path, start_model: str | None, warnings: list[str]) -> HeldOut:
+    """Every evaluation of the run's checkpoints (and of its starting model, as step 0), see :class:`HeldOut`.
 
     Args:
         run_dir: The run folder.
@@ -51,7 +65,7 @@ def read_held_out(
         warnings: Unreadable evaluation files are reported here and skipped.
     """
     by_metric: dict[str, dict[int, float]] = {}
-    episodes: dict[str, dict[int, list[float]]] = {}
+    found = HeldOut()
     for step, path in _evaluations(run_dir, start_model):
         name = _EVAL_FILE.fullmatch(path.name)
         if name is None:
@@ -72,5 +86,8 @@ def read_held_out(
             outcomes = []
         if outcomes:
             success = metric(name["seeds"], name["temperature"], "success_rate")
-            episodes.setdefault(success, {})[step] = [float(o.success) for o in outcomes]
-    return {name: sorted(values.items()) for name, values in by_metric.items()}, episodes
+            found.episodes.setdefault(success, {})[step] = [float(o.success) for o in outcomes]
+            if instances := by_instance(outcomes):
+                found.instances.setdefault(success, {})[step] = instances
+    found.series = {name: sorted(values.items()) for name, values in by_metric.items()}
+    return found

@@ -43,6 +43,8 @@ class Run:
             seeds of one variant (:mod:`verl_asyncweb.compare.variants`).
         held_out_episodes: Held-out success metric -> step -> the evaluated episodes' successes (0/1), where the
             evaluation recorded them.
+        held_out_instances: Held-out success metric -> step -> (task, page seed) -> success, where the evaluation
+            recorded its instances.
     """
 
     path: Path
@@ -55,6 +57,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     setup: str | None = None
     held_out_episodes: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    held_out_instances: dict[str, dict[int, dict[tuple[str, int], float]]] = field(default_factory=dict)
 
     @property
     def recipe(self) -> str | None:
@@ -253,14 +256,26 @@ def load_run(run_dir: str | Path, name: str | None = None) -> Run:
     if not files:
         warnings.append("no metrics*.jsonl file: nothing to compare")
     metrics, corrupt = read_metrics(files)
-    evaluations, episodes = read_held_out(path, config.get(M.CONFIG_MODEL_PATH), warnings)
-    metrics.update(evaluations)
+    held_out = read_held_out(path, config.get(M.CONFIG_MODEL_PATH), warnings)
+    metrics.update(held_out.series)
     if corrupt:
         listed = "; ".join(c.describe() for c in corrupt[:3])
         more = f" and {len(corrupt) - 3} more" if len(corrupt) > 3 else ""
         warnings.append(f"skipped {len(corrupt)} corrupt metrics line(s): {listed}{more}")
     finished, summary = _read_summary(path, warnings)
-    run = Run(path, name or path.resolve().name, config, metrics, finished, summary, corrupt, warnings, setup, episodes)
+    run = Run(
+        path,
+        name or path.resolve().name,
+        config,
+        metrics,
+        finished,
+        summary,
+        corrupt,
+        warnings,
+        setup,
+        held_out.episodes,
+        held_out.instances,
+    )
     logger.debug("read %s: %d metrics, %d warnings", path, len(metrics), len(warnings))
     return run
 

@@ -2,7 +2,10 @@
 
 ``compare`` pools the runs of a variant (several seeds of one setup) into a mean with a 95% confidence interval
 per metric (:mod:`verl_asyncweb.compare.confidence`) and marks which pairwise differences between variants the
-intervals resolve. Held-out success pools the evaluated episodes of each seed when the evaluation recorded them.
+intervals resolve. Held-out success pools the evaluated episodes of each seed when the evaluation recorded them;
+where every run of two variants recorded its instances, the difference is also paired by instance
+(:mod:`verl_asyncweb.compare.paired`: the i-th run of one variant, in the order of their names, against the i-th
+of the other), Holm-corrected apart.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from verl_asyncweb.compare.confidence import Interval, Samples, difference_interval, holm, mean_interval
+from verl_asyncweb.compare.paired import paired_difference
 from verl_asyncweb.compare.runs import Run
 from verl_asyncweb.compare.table import MISSING, TableRow, cell_value
 
@@ -86,25 +90,46 @@ def is_success_row(row: TableRow) -> bool:
 
 @dataclass(frozen=True)
 class Difference:
-    """The difference of two variants' means in one row."""
+    """The difference of two variants' means in one row, and paired by instance where both recorded instances."""
 
     row: TableRow
     first: str
     second: str
     interval: Interval
+    paired: Interval | None = None
+
+
+def variant_instances(variant: Variant, row: TableRow) -> list[dict] | None:
+    """Per run, in the order of their names, (task, page seed) -> success at the run's last step of the row's
+    metric; None unless every run recorded its instances there."""
+    found = []
+    for run in sorted(variant.runs, key=lambda run: run.name):
+        series = run.series(row.metric) if row.aggregate == "final" else []
+        instances = run.held_out_instances.get(row.metric, {}).get(series[-1][0]) if series else None
+        if not instances:
+            return None
+        found.append(instances)
+    return found
 
 
 def pairwise_differences(variants: list[Variant], rows: list[TableRow]) -> list[Difference]:
     """Every pair of variants on every success row both logged, Holm-corrected across all of them (the table's
-    comparisons)."""
-    found, comparisons = [], []
+    comparisons); the paired differences are a family of their own."""
+    found, comparisons, paired = [], [], []
     for row in filter(is_success_row, rows):
         for first, second in itertools.combinations(variants, 2):
             a, b = variant_samples(first, row), variant_samples(second, row)
             if a and b:
                 found.append((row, first.name, second.name))
                 comparisons.append(lambda level, a=a, b=b: difference_interval(a, b, level))
-    return [Difference(*names, interval) for names, interval in zip(found, holm(comparisons), strict=True)]
+                x, y = variant_instances(first, row), variant_instances(second, row)
+                if x and y and paired_difference(x, y) is not None:
+                    paired.append((len(found) - 1, lambda level, x=x, y=y: paired_difference(x, y, level, (0, 1))))
+    corrected = dict(zip([i for i, _ in paired], holm([compute for _, compute in paired]), strict=True))
+    return [
+        Difference(*names, interval, corrected.get(i))
+        for i, (names, interval) in enumerate(zip(found, holm(comparisons), strict=True))
+    ]
 
 
 def render_variants(variants: list[Variant], rows: list[TableRow]) -> list[str]:
@@ -121,9 +146,11 @@ def render_variants(variants: list[Variant], rows: list[TableRow]) -> list[str]:
     if differences:
         lines += [
             "",
-            "| difference | metric | mean [95% CI] | over seeds (Welch) | resolved |",
-            "| --- | --- | --- | --- | --- |",
+            "| difference | metric | mean [95% CI] | over seeds (Welch) | resolved "
+            "| paired by instance (Holm) | resolved |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
         ]
         for d in differences:
-            lines.append(f"| {d.first} − {d.second} | {d.row.label} | {d.interval.format_difference()} |")
+            paired = f"{MISSING} | {MISSING}" if d.paired is None else d.paired.format_paired()
+            lines.append(f"| {d.first} − {d.second} | {d.row.label} | {d.interval.format_difference()} | {paired} |")
     return lines
