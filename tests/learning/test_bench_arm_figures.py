@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from verl_asyncweb.bench.learning import _table, arm_figure_rows, checked_trainer, run_arm, warm_start_args
+from verl_asyncweb.bench.learning.rl import checked_trainer, run_arm
+from verl_asyncweb.bench.learning.stages import warm_start_args
+from verl_asyncweb.bench.learning.tables import arm_figure_rows, results_table
 from verl_asyncweb.compare.metric_names import BRANCH_MEMBERS, ENV_STEPS, TRAINED_TRAJECTORIES, WALL_S
 from verl_asyncweb.recipes_registry import compose_recipe
 
@@ -48,7 +50,7 @@ def test_a_run_without_branching_or_from_before_the_env_steps_metric_shows_none(
         "temperature": 0.7,
         "arms": [{**plain, "held_out_after": 0.5, "seed": 0}, {**older, "held_out_after": 0.25, "seed": 1}],
     }  # fmt: skip
-    runs_table = _table(record).split("\n\n")[1]  # the per-run table, before the per-arm ones
+    runs_table = results_table(record).split("\n\n")[1]  # the per-run table, before the per-arm ones
     rows = [line for line in runs_table.splitlines() if line.startswith(("| rl | 0 |", "| old | 1 |"))]
     assert [row.split(" | ")[3] for row in rows] == ["16", "n/a"]  # the env steps column
     assert [row.split(" | ")[-2] for row in rows] == ["n/a", "n/a"]  # members/step
@@ -136,7 +138,7 @@ def test_the_checkpoint_lines_name_the_environment_steps_played_by_each_checkpoi
             {**run, "arm": "old", "run": "old"},  # recorded before the per-step environment steps
         ],
     }  # fmt: skip
-    lines = [line for line in _table(record).splitlines() if "held-out by checkpoint" in line]
+    lines = [line for line in results_table(record).splitlines() if "held-out by checkpoint" in line]
     assert lines == [
         "branch, held-out by checkpoint: step 0 (0.0 min) 0.250, step 10 (10.0 min, 500 env steps) 0.300, "
         "step 20 (20.0 min, 1000 env steps) 0.400",

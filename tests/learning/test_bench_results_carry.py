@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from verl_asyncweb.bench import learning
-from verl_asyncweb.bench.learning import ARMS, check_arm_settings
+from verl_asyncweb.bench.learning.arms import ARMS, check_arm_settings
+from verl_asyncweb.bench.learning.record import (
+    check_score_panel,
+    check_weights,
+    earlier_record,
+    evaluation_settings,
+    weights_digest,
+    write_record,
+)
 from verl_asyncweb.recipes_registry import compose_recipe
 
 EVALUATION = {
@@ -30,38 +38,38 @@ def test_the_digest_follows_the_weights_and_nothing_else(tmp_path):
     one = _warm_start(tmp_path / "one", b"\x00" * 4096)
     two = _warm_start(tmp_path / "two", b"\x00" * 4096)
     (two / "config.json").write_text('{"other": 1}')
-    assert learning.weights_digest(one) == learning.weights_digest(two)
+    assert weights_digest(one) == weights_digest(two)
     (two / "model.safetensors").write_bytes(b"\x00" * 4095 + b"\x01")
-    assert learning.weights_digest(one) != learning.weights_digest(two)
+    assert weights_digest(one) != weights_digest(two)
     (two / "model-00002.safetensors").write_bytes(b"")
     (two / "model.safetensors").write_bytes(b"\x00" * 4096)
-    assert learning.weights_digest(one) != learning.weights_digest(two), "a second shard is part of the weights"
+    assert weights_digest(one) != weights_digest(two), "a second shard is part of the weights"
 
 
 def test_a_record_from_other_weights_or_another_evaluation_is_refused(tmp_path):
     results = tmp_path / "results.json"
-    assert learning.earlier_record(results, EVALUATION) == {}
+    assert earlier_record(results, EVALUATION) == {}
     results.write_text(json.dumps({"warm_start_digest": "a" * 64, **EVALUATION, "arms": []}))
-    assert learning.earlier_record(results, EVALUATION)["arms"] == []
-    learning.check_weights({"warm_start_digest": "a" * 64}, "a" * 64, results)
+    assert earlier_record(results, EVALUATION)["arms"] == []
+    check_weights({"warm_start_digest": "a" * 64}, "a" * 64, results)
     with pytest.raises(SystemExit, match="other warm-start weights .*aaaaaaaaaaaa, these bbbbbbbbbbbb"):
-        learning.check_weights({"warm_start_digest": "a" * 64}, "b" * 64, results)
+        check_weights({"warm_start_digest": "a" * 64}, "b" * 64, results)
     with pytest.raises(SystemExit, match="eval_instances: 20 there, 10 here"):
-        learning.earlier_record(results, {**EVALUATION, "eval_instances": 10})
+        earlier_record(results, {**EVALUATION, "eval_instances": 10})
     # Written before the digest and the recipe were recorded: kept unchecked, as laptop_learning's.
     old = {key: EVALUATION[key] for key in ("eval_instances", "temperature")}
     results.write_text(json.dumps({**old, "arms": [{"arm": "rl"}]}))
     then = {**EVALUATION, "recipe": "laptop_learning", "miniwob_score_panel": True}
-    assert learning.earlier_record(results, then)["arms"]
+    assert earlier_record(results, then)["arms"]
     with pytest.raises(SystemExit, match="recipe: 'laptop_learning' there, 'laptop_multistep' here"):
-        learning.earlier_record(results, {**then, "recipe": "laptop_multistep"})
-    learning.check_weights({}, "b" * 64, results)
+        earlier_record(results, {**then, "recipe": "laptop_multistep"})
+    check_weights({}, "b" * 64, results)
 
 
 def test_a_record_is_written_whole_or_not_at_all_and_a_cut_one_is_refused_clearly(tmp_path, monkeypatch):
     results = tmp_path / "results.json"
     kept = {**EVALUATION, "arms": [{"arm": "rl"}]}
-    learning.write_record(results, kept)
+    write_record(results, kept)
 
     def killed(self, target):
         raise OSError("killed before the new record replaced the old")
@@ -69,18 +77,16 @@ def test_a_record_is_written_whole_or_not_at_all_and_a_cut_one_is_refused_clearl
     with monkeypatch.context() as patch:
         patch.setattr(Path, "replace", killed)
         with pytest.raises(OSError, match="killed"):
-            learning.write_record(results, {**kept, "arms": [{"arm": "rl"}, {"arm": "const"}]})
+            write_record(results, {**kept, "arms": [{"arm": "rl"}, {"arm": "const"}]})
     assert json.loads(results.read_text()) == kept, "the record before the failed write is intact"
     results.write_text(results.read_text()[:40])
     with pytest.raises(SystemExit, match="results.json is not JSON .*a copy cut short"):
-        learning.earlier_record(results, EVALUATION)
+        earlier_record(results, EVALUATION)
 
 
 def _settings(overrides: list[str]) -> dict:
     """The evaluation settings of ``laptop_multistep`` with ``overrides``, 20 instances at temperature 0.7."""
-    return learning.evaluation_settings(
-        compose_recipe("laptop_multistep", overrides), "laptop_multistep", overrides, 20, 0.7
-    )
+    return evaluation_settings(compose_recipe("laptop_multistep", overrides), "laptop_multistep", overrides, 20, 0.7)
 
 
 def test_a_record_made_with_the_score_panel_shown_is_continued_only_with_it_shown(tmp_path):
@@ -98,17 +104,17 @@ def test_a_record_made_with_the_score_panel_shown_is_continued_only_with_it_show
     results.write_text(json.dumps({"warm_start_digest": "a" * 64, **before_the_key, "arms": [{"arm": "rl"}]}))
     hint = r"True there, False here\): run with --set asyncweb.env.miniwob_score_panel=true, or give another --out"
     with pytest.raises(SystemExit, match=hint):
-        learning.earlier_record(results, settings)
-    assert learning.earlier_record(results, shown)["arms"] == [{"arm": "rl"}]
+        earlier_record(results, settings)
+    assert earlier_record(results, shown)["arms"] == [{"arm": "rl"}]
     with pytest.raises(SystemExit, match=r"eval_instances: 20 there, 10 here\): give another --out"):
-        learning.earlier_record(results, {**shown, "eval_instances": 10})
+        earlier_record(results, {**shown, "eval_instances": 10})
     # Demonstrations (and the warm start trained on them) are held to the same setting.
-    learning.check_score_panel({"miniwob_score_panel": False}, settings, model)
-    learning.check_score_panel({}, shown, model)
+    check_score_panel({"miniwob_score_panel": False}, settings, model)
+    check_score_panel({}, shown, model)
     with pytest.raises(SystemExit, match="recorded with MiniWoB\\+\\+'s score panel shown: run with --set"):
-        learning.check_score_panel({}, settings, model)
+        check_score_panel({}, settings, model)
     with pytest.raises(SystemExit, match="score panel hidden: run with --set asyncweb.env.miniwob_score_panel=false"):
-        learning.check_score_panel({"miniwob_score_panel": False}, shown, model)
+        check_score_panel({"miniwob_score_panel": False}, shown, model)
 
 
 def _run(arm: str, seed: int, after: float, steps: int = 20) -> dict:
@@ -131,7 +137,7 @@ def _run(arm: str, seed: int, after: float, steps: int = 20) -> dict:
 def _record(warm_start: Path, runs: list[dict]) -> dict:
     """A results.json of ``runs`` from ``warm_start``, which scored 0.3 held-out."""
     return {
-        "warm_start_digest": learning.weights_digest(warm_start),
+        "warm_start_digest": weights_digest(warm_start),
         **EVALUATION,
         "held_out_before": 0.3,
         "held_out_before_by_task": {"click-option": 0.3},
@@ -181,8 +187,8 @@ def test_a_carried_record_keeps_its_runs_and_warm_start_figures_and_runs_only_th
         raise AssertionError(f"a stage ran: {args[0]}")
 
     monkeypatch.setattr(learning, "run_arm", run_arm)
-    monkeypatch.setattr(learning, "_evaluate", evaluate)
-    monkeypatch.setattr(learning, "_python", python)
+    monkeypatch.setattr(learning, "evaluate_held_out", evaluate)
+    monkeypatch.setattr(learning, "run_python", python)
     monkeypatch.setattr(learning, "wall_by_step", lambda run_dir: {20: 1200.0})
     argv = ["--out", str(out), "--recipe", "laptop_multistep", "--eval-instances", "20", "--rl-steps", "20"]
     assert learning.main([*argv, "--arms", "rl,const", "--seeds", "2"]) == 0
@@ -239,8 +245,8 @@ def test_a_record_carried_without_its_warm_start_is_kept_only_if_the_one_made_ag
     def evaluate(*args, **kwargs):
         raise AssertionError("the same weights are not evaluated again, the recorded run not at all")
 
-    monkeypatch.setattr(learning, "_python", python)
-    monkeypatch.setattr(learning, "_evaluate", evaluate)
+    monkeypatch.setattr(learning, "run_python", python)
+    monkeypatch.setattr(learning, "evaluate_held_out", evaluate)
     argv = ["--out", str(out), "--recipe", "laptop_multistep", "--eval-instances", "20", "--rl-steps", "20"]
     if not same_weights:
         with pytest.raises(SystemExit, match="the warm start made again here is other weights .* copy that warm_start"):

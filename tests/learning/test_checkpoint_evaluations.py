@@ -6,7 +6,8 @@ import math
 import pytest
 from scipy import stats
 
-from verl_asyncweb.bench.learning import arm_command, plot, plot_env_steps, wall_by_step
+from verl_asyncweb.bench.learning.plots import plot, plot_env_steps
+from verl_asyncweb.bench.learning.rl import arm_command, wall_by_step
 from verl_asyncweb.learning.evaluate import checkpoint_model, checkpoint_steps, default_output, resolve
 
 
@@ -128,7 +129,7 @@ def test_the_seeds_of_an_arm_share_its_colour_and_one_legend_entry(tmp_path):
 
 
 def test_runs_of_an_earlier_invocation_are_named_by_their_folders(tmp_path):
-    from verl_asyncweb.bench.learning import recorded_runs
+    from verl_asyncweb.bench.learning.record import recorded_runs
 
     assert recorded_runs({}) == {}
     # Reported before seeds existed: no "run" field, the arm's name is its folder.
@@ -143,7 +144,7 @@ def test_runs_of_an_earlier_invocation_are_named_by_their_folders(tmp_path):
 
 
 def test_the_bench_passes_its_demonstrated_tasks_and_overrides_to_the_demonstrations(tmp_path):
-    from verl_asyncweb.bench.learning import demos_args
+    from verl_asyncweb.bench.learning.stages import demos_args
     from verl_asyncweb.learning.demos import build_parser
 
     overrides = ["asyncweb.agent.click_target=coordinate"]
@@ -170,7 +171,7 @@ def test_a_model_folder_is_evaluated_with_the_overrides_and_a_run_folder_with_it
 
 
 def test_the_bench_reuses_an_evaluation_only_when_it_ran_with_the_same_overrides(tmp_path, monkeypatch):
-    from verl_asyncweb.bench import learning
+    from verl_asyncweb.bench.learning import stages
 
     calls = []
 
@@ -180,19 +181,19 @@ def test_the_bench_reuses_an_evaluation_only_when_it_ran_with_the_same_overrides
         overrides = [arg.split("=", 1)[1] for arg in args if arg.startswith("--set=")]
         (tmp_path / out).write_text(json.dumps({"success": 0.5, "overrides": overrides}))
 
-    monkeypatch.setattr(learning, "_python", fake_evaluate_command)
+    monkeypatch.setattr(stages, "run_python", fake_evaluate_command)
     (tmp_path / "model").mkdir()
     log = tmp_path / "eval.log"
-    assert learning._evaluate(tmp_path / "model", 10, 0.7, log)["overrides"] == []
-    learning._evaluate(tmp_path / "model", 10, 0.7, log)
+    assert stages.evaluate_held_out(tmp_path / "model", 10, 0.7, log)["overrides"] == []
+    stages.evaluate_held_out(tmp_path / "model", 10, 0.7, log)
     assert len(calls) == 1, "the same evaluation again is read from its file"
-    result = learning._evaluate(tmp_path / "model", 10, 0.7, log, overrides=["asyncweb.agent.max_steps=3"])
+    result = stages.evaluate_held_out(tmp_path / "model", 10, 0.7, log, overrides=["asyncweb.agent.max_steps=3"])
     assert len(calls) == 2 and result["overrides"] == ["asyncweb.agent.max_steps=3"]
     assert "--set=asyncweb.agent.max_steps=3" in calls[1]
 
 
 def test_the_bench_pools_seeds_per_arm_and_marks_the_differences_its_intervals_resolve():
-    from verl_asyncweb.bench.learning import arm_summaries
+    from verl_asyncweb.bench.learning.tables import arm_summaries
 
     def run(arm: str, successes: int) -> dict:
         outcomes = [1] * successes + [0] * (20 - successes)
@@ -225,7 +226,7 @@ def test_the_bench_pools_seeds_per_arm_and_marks_the_differences_its_intervals_r
 
 
 def test_the_bench_tabulates_each_tasks_success_and_steps_per_arm_over_its_seeds():
-    from verl_asyncweb.bench.learning import task_rows
+    from verl_asyncweb.bench.learning.tables import task_rows
 
     def run(arm, by_task, steps):
         return {"arm": arm, "held_out_after_by_task": by_task, "held_out_after_steps_by_task": steps}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_asyncweb.bench.learning import arm_figure_rows, arm_summaries
+from verl_asyncweb.bench.learning.tables import arm_figure_rows, arm_summaries
 
 ROOT = Path(__file__).parents[2]
 RECORDS = {"branch_credit": ROOT / "docs" / "results" / "branch_credit.json"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_asyncweb.bench.learning import ARMS as LEARNING_ARMS
+from verl_asyncweb.bench.learning.arms import ARMS as LEARNING_ARMS
 from verl_asyncweb.main import (
     SetupError,
     _starts_local_cluster,
@@ -477,7 +477,7 @@ def test_vanilla_loss_without_verls_bypass_mode_is_refused_naming_the_key():
 
 
 def test_a_bench_seed_changes_the_sampling_data_and_instance_seeds_and_nothing_else():
-    from verl_asyncweb.bench.learning import arm_run_name, seed_overrides
+    from verl_asyncweb.bench.learning.arms import arm_run_name, seed_overrides
 
     base, _ = load_config(["recipe=laptop_multistep", "actor_rollout_ref.model.path=/m"])
     seeded, _ = load_config(["recipe=laptop_multistep", "actor_rollout_ref.model.path=/m", *seed_overrides(2)])
