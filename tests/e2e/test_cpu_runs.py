@@ -600,6 +600,7 @@ class FailingJudgeSite(LoopbackApp):
 
     def __init__(self) -> None:
         self.judge_calls = 0
+        self.page_loads = 0
         self.authorizations: list[str] = []
         app = web.Application()
         app.router.add_get("/", self._page)
@@ -607,6 +608,7 @@ class FailingJudgeSite(LoopbackApp):
         super().__init__(app)
 
     async def _page(self, request):
+        self.page_loads += 1  # an episode of the judge's task starts
         return web.Response(text=self.PAGE, content_type="text/html")
 
     async def _judge(self, request):
@@ -669,19 +671,27 @@ def fault_run(tmp_path_factory) -> tuple[Path, int, list[int]]:
             # Pixels rebuilt by a builder actor, which must also find the lost screenshots in the run folder.
             "asyncweb.pixels.workers=1",
             "asyncweb.pixels.worker_cpus=0",
+            # 1 s a step: step 2's episodes (4 steps) are still in flight seconds after their first screenshot.
+            "asyncweb.env.latency.enable=true",
+            "asyncweb.env.latency.median_s=1.0",
+            "asyncweb.env.latency.sigma=0",
         )
         env = {**os.environ, "ASYNCWEB_JUDGE_API_KEY": JUDGE_KEY}
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         try:
             metrics = run_dir / "metrics.jsonl"
             wait_for(lambda: 1 in read_steps(metrics), process, RUN_TIMEOUT_S, "step 1")
-            # Both killed while step 2 rolls out: its groups die with the worker, its screenshots with the store.
             stores = _ray_actor_processes(process.pid, "ScreenshotStore")
             assert stores, "the screenshot store actor runs in its own process"
-            for store in stores:
-                store.kill()
             workers = _ray_actor_processes(process.pid, "_WebAgentLoopWorker")
             assert len(workers) == 1, workers
+            # Both killed while step 2 rolls out: its groups die with the worker, its screenshots with the store.
+            # Step 1 played the judge's task twice (rollout.n, no validation), so a third load of its page is step 2's
+            # rollout under way, its episodes 4 steps of 1 s from their end. Killed at step 1's line instead, the
+            # worker could hold no group yet, or none any more (CI, 2026-12-08: step 2 finished during the scans).
+            wait_for(lambda: judge.page_loads > 2, process, RUN_TIMEOUT_S, "step 2's rollout")
+            for store in stores:
+                store.kill()
             orphans = [p.pid for p in workers[0].children(recursive=True) if "chrom" in p.name().lower()]
             workers[0].kill()
             returncode = process.wait(timeout=RUN_TIMEOUT_S)
