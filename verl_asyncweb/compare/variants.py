@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from verl_asyncweb.compare.confidence import Interval, Samples, difference_interval, holm, mean_interval
-from verl_asyncweb.compare.paired import paired_difference
+from verl_asyncweb.compare.paired import matched_differences, paired_difference
 from verl_asyncweb.compare.runs import Run
 from verl_asyncweb.compare.table import MISSING, TableRow, cell_value
 
@@ -123,7 +123,7 @@ def pairwise_differences(variants: list[Variant], rows: list[TableRow]) -> list[
                 found.append((row, first.name, second.name))
                 comparisons.append(lambda level, a=a, b=b: difference_interval(a, b, level))
                 x, y = variant_instances(first, row), variant_instances(second, row)
-                if x and y and paired_difference(x, y) is not None:
+                if x and y and matched_differences(x, y):  # what paired_difference needs to give one
                     paired.append((len(found) - 1, lambda level, x=x, y=y: paired_difference(x, y, level, (0, 1))))
     corrected = dict(zip([i for i, _ in paired], holm([compute for _, compute in paired]), strict=True))
     return [
